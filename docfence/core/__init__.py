@@ -1,0 +1,1 @@
+"""The leaf of docfence: states, the transition table, records, errors and the clock (stdlib only)."""

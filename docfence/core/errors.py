@@ -1,0 +1,230 @@
+"""The one error tree of docfence. Every error has a stable `code`; its docstring is the default message.
+
+    DocfenceError
+    ├── ConfigError                    bad setting, found at start-up
+    ├── StoreError                     the job store
+    │   ├── NotFound
+    │   ├── IdempotencyConflict        same key, different request
+    │   ├── IllegalTransition          not in core.states.TRANSITIONS
+    │   ├── StaleAttempt               fenced update matched zero rows: discard the work
+    │   │   └── LeaseLost              heartbeat refused: the lease belongs to nobody or someone else
+    │   └── StoreUnavailable           connection dropped / database locked
+    ├── BlobError                      artifact storage
+    │   ├── BlobNotFound
+    │   ├── BlobIntegrityError         sha256 mismatch on read
+    │   └── RegionNotApproved
+    ├── DocumentError                  the document fails its own job (permanent unless noted)
+    │   ├── NotAPdf, MalformedPdf, NoPages, PageTreeInvalid, CorruptContent
+    │   ├── PasswordRequired, InvalidPassword, EncryptionForbidsModification
+    │   ├── OverLimits, UnsupportedFeature
+    │   ├── ValidationFailed           the output broke its fidelity contract
+    │   ├── TemplateError, TemplateDataInvalid
+    │   └── RenderResourceExceeded     time, memory or output size limit of the render child
+    ├── ProviderError                  outside renderers (see providers/)
+    └── ApiError                       client side: HTTP answers, poll timeouts
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class DocfenceError(Exception):
+    """docfence failed."""
+
+    code: ClassVar[str] = "internal_error"
+    retryable: ClassVar[bool] = False
+
+    def __init__(self, message: str | None = None) -> None:
+        doc = (type(self).__doc__ or "").strip().splitlines()
+        self.message = message or (doc[0] if doc else self.code)
+        super().__init__(self.message)
+
+
+class ConfigError(DocfenceError):
+    """The configuration is invalid."""
+
+    code = "config_invalid"
+
+
+class StoreError(DocfenceError):
+    """The job store failed."""
+
+    code = "store_error"
+
+
+class NotFound(StoreError):
+    """No such record."""
+
+    code = "not_found"
+
+
+class IdempotencyConflict(StoreError):
+    """This idempotency key was already used for a different request."""
+
+    code = "idempotency_conflict"
+
+
+class IllegalTransition(StoreError):
+    """That transition is not in the state machine."""
+
+    code = "illegal_transition"
+
+
+class StaleAttempt(StoreError):
+    """This attempt is no longer current; its work must be discarded."""
+
+    code = "stale_attempt"
+
+
+class LeaseLost(StaleAttempt):
+    """The lease was lost; nothing may be published."""
+
+    code = "lease_lost"
+
+
+class StoreUnavailable(StoreError):
+    """The job store cannot be reached right now."""
+
+    code = "store_unavailable"
+    retryable = True
+
+
+class BlobError(DocfenceError):
+    """Artifact storage failed."""
+
+    code = "storage_error"
+    retryable = True
+
+
+class BlobNotFound(BlobError):
+    """No such object in storage."""
+
+    code = "object_not_found"
+    retryable = False
+
+
+class BlobIntegrityError(BlobError):
+    """The stored object does not match its recorded sha256."""
+
+    code = "object_integrity"
+    retryable = False
+
+
+class RegionNotApproved(DocfenceError):
+    """That region is not approved for storage."""
+
+    code = "region_not_approved"
+
+
+class DocumentError(DocfenceError):
+    """The document cannot be processed."""
+
+    code = "document_error"
+
+
+class NotAPdf(DocumentError):
+    """The input is not a PDF file."""
+
+    code = "not_a_pdf"
+
+
+class MalformedPdf(DocumentError):
+    """The PDF is damaged beyond safe repair."""
+
+    code = "malformed_pdf"
+
+
+class NoPages(DocumentError):
+    """The PDF has no pages to process."""
+
+    code = "no_pages"
+
+
+class PageTreeInvalid(DocumentError):
+    """The PDF page tree is invalid (for example it loops)."""
+
+    code = "page_tree_invalid"
+
+
+class CorruptContent(DocumentError):
+    """A page's content stream is corrupt; the page cannot be reproduced faithfully."""
+
+    code = "corrupt_content"
+
+
+class PasswordRequired(DocumentError):
+    """The PDF is encrypted and needs a password to open."""
+
+    code = "password_required"
+
+
+class InvalidPassword(DocumentError):
+    """The password given does not open the PDF."""
+
+    code = "invalid_password"
+
+
+class EncryptionForbidsModification(DocumentError):
+    """The PDF's permissions forbid modification, and the policy does not allow overriding them."""
+
+    code = "permissions_forbid_modification"
+
+
+class OverLimits(DocumentError):
+    """The document exceeds a configured limit."""
+
+    code = "over_limits"
+
+
+class UnsupportedFeature(DocumentError):
+    """The document uses a feature docfence cannot process faithfully."""
+
+    code = "unsupported_feature"
+
+
+class ValidationFailed(DocumentError):
+    """The output failed its fidelity validation and was not published."""
+
+    code = "validation_failed"
+
+
+class TemplateError(DocumentError):
+    """The report template cannot be rendered."""
+
+    code = "template_error"
+
+
+class TemplateDataInvalid(DocumentError):
+    """The report data does not match the template's schema."""
+
+    code = "template_data_invalid"
+
+
+class RenderResourceExceeded(DocumentError):
+    """Rendering exceeded its time, memory or output-size limit."""
+
+    code = "render_resource_exceeded"
+
+
+class ProviderError(DocfenceError):
+    """An outside renderer failed."""
+
+    code = "provider_error"
+
+
+class ApiError(DocfenceError):
+    """The docfence API answered with an error."""
+
+    code = "api_error"
+
+
+def all_codes() -> dict[str, str]:
+    """Every stable error code with its default message (published by /v1/capabilities)."""
+    out: dict[str, str] = {}
+    stack: list[type[DocfenceError]] = [DocfenceError]
+    while stack:
+        cls = stack.pop()
+        out.setdefault(cls.code, cls().message)
+        stack.extend(cls.__subclasses__())
+    return dict(sorted(out.items()))

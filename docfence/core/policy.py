@@ -1,0 +1,165 @@
+"""Job policy, frozen on the job at submission: fidelity mode, watermark spec, limits and clocks.
+
+A retry never changes a stored policy; `to_dict`/`from_dict` are the only (JSON) serialisation.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+from docfence.core.errors import ConfigError
+
+
+class Mode(str, enum.Enum):
+    VECTOR = "vector"  # structure-preserving
+    RASTER = "raster"  # appearance only, at a declared DPI
+
+
+class Kind(str, enum.Enum):
+    WATERMARK = "watermark"
+    REPORT = "report"
+
+
+POSITIONS = ("diagonal", "center", "header", "footer", "tiled")
+_PAGES_RE = re.compile(r"^(all|first|last|odd|even|\d+(-\d+)?(,\d+(-\d+)?)*)$")
+
+
+@dataclass(frozen=True)
+class WatermarkSpec:
+    text: str = "CONFIDENTIAL"
+    position: str = "diagonal"
+    pages: str = "all"  # all | first | last | odd | even | "1-3,7"
+    opacity: float = 0.25
+    angle: float | None = None  # None: the page diagonal for "diagonal", 0 otherwise
+    font_size: float | None = None  # None: auto-fit to each page
+    color: tuple[float, float, float] = (0.8, 0.0, 0.0)
+    layer: str = "overlay"  # overlay | underlay
+
+    def __post_init__(self) -> None:
+        if not self.text or len(self.text) > 200:
+            raise ConfigError("watermark text must be 1-200 characters")
+        if self.position not in POSITIONS:
+            raise ConfigError(f"watermark position must be one of {', '.join(POSITIONS)}")
+        if not _PAGES_RE.match(self.pages.replace(" ", "")):
+            raise ConfigError("watermark pages must be all, first, last, odd, even or ranges like 1-3,7")
+        if not 0.0 < self.opacity <= 1.0:
+            raise ConfigError("watermark opacity must be in (0, 1]")
+        if self.font_size is not None and not 1 <= self.font_size <= 500:
+            raise ConfigError("watermark font_size must be 1-500 pt")
+        if self.layer not in ("overlay", "underlay"):
+            raise ConfigError("watermark layer must be overlay or underlay")
+        if len(self.color) != 3 or not all(0.0 <= c <= 1.0 for c in self.color):
+            raise ConfigError("watermark color must be three numbers in [0, 1]")
+
+    def page_selected(self, index: int, count: int) -> bool:
+        """Whether 0-based page `index` of `count` pages gets the mark."""
+        sel = self.pages.replace(" ", "")
+        number = index + 1
+        if sel == "all":
+            return True
+        if sel == "first":
+            return index == 0
+        if sel == "last":
+            return index == count - 1
+        if sel == "odd":
+            return number % 2 == 1
+        if sel == "even":
+            return number % 2 == 0
+        for part in sel.split(","):
+            lo, _, hi = part.partition("-")
+            if int(lo) <= number <= int(hi or lo):
+                return True
+        return False
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits for untrusted input; a hostile file fails its own job, not the worker."""
+
+    max_input_bytes: int = 100 * 1024 * 1024
+    max_pages: int = 2000
+    max_page_area_pt2: float = 200.0 * 72 * 200.0 * 72  # 200x200 inch: the PDF spec's largest page
+    max_objects: int = 500_000
+    max_stream_bytes: int = 256 * 1024 * 1024  # decompressed size of any one stream
+    max_output_bytes: int = 512 * 1024 * 1024
+    render_timeout_s: float = 120.0
+    render_memory_mb: int = 1024
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if getattr(self, f.name) <= 0:
+                raise ConfigError(f"limit {f.name} must be positive")
+
+
+@dataclass(frozen=True)
+class JobPolicy:
+    """Everything that decides how a job runs; frozen at submission."""
+
+    kind: Kind = Kind.WATERMARK
+    document_class: str = "default"
+    mode: Mode = Mode.VECTOR
+    dpi: int = 150
+    watermark: WatermarkSpec | None = field(default_factory=WatermarkSpec)
+    raster_encoding: str = "auto"  # auto | jpeg | png | gray
+    owner_password_policy: str = "refuse"  # refuse | keep (owner-password-only files)
+    deadline_s: float = 600.0
+    lease_ttl_s: float = 30.0
+    max_attempts: int = 3
+    retry_backoff_s: float = 2.0
+    region: str = "local"
+    retention_s: float = 30 * 86400.0
+    limits: Limits = field(default_factory=Limits)
+    report: dict[str, Any] | None = None  # report jobs: template id@version and data reference
+
+    def __post_init__(self) -> None:
+        if not 36 <= self.dpi <= 600:
+            raise ConfigError("dpi must be 36-600")
+        if self.deadline_s <= 0 or self.lease_ttl_s <= 0:
+            raise ConfigError("deadline and lease TTL must be positive")
+        if not 1 <= self.max_attempts <= 100:
+            raise ConfigError("max_attempts must be 1-100")
+        if self.retry_backoff_s < 0 or self.retention_s <= 0:
+            raise ConfigError("retry backoff must be >= 0 and retention positive")
+        if self.raster_encoding not in ("auto", "jpeg", "png", "gray"):
+            raise ConfigError("raster_encoding must be auto, jpeg, png or gray")
+        if self.owner_password_policy not in ("refuse", "keep"):
+            raise ConfigError("owner_password_policy must be refuse or keep")
+        if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,31}", self.region):
+            raise ConfigError("region must be a short lowercase name")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["kind"] = self.kind.value
+        d["mode"] = self.mode.value
+        if self.watermark is not None:
+            d["watermark"]["color"] = list(self.watermark.color)
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JobPolicy:
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ConfigError(f"unknown policy fields: {', '.join(sorted(unknown))}")
+        d = dict(data)
+        if "kind" in d:
+            d["kind"] = Kind(d["kind"])
+        if "mode" in d:
+            d["mode"] = Mode(d["mode"])
+        if isinstance(d.get("watermark"), dict):
+            wm = dict(d["watermark"])
+            if "color" in wm:
+                wm["color"] = tuple(wm["color"])
+            d["watermark"] = WatermarkSpec(**wm)
+        if isinstance(d.get("limits"), dict):
+            d["limits"] = Limits(**d["limits"])
+        try:
+            return cls(**d)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"invalid policy: {exc}") from exc
+
+    def evolve(self, **changes: Any) -> JobPolicy:
+        return replace(self, **changes)

@@ -1,0 +1,133 @@
+"""Records: frozen snapshots of what the store holds. Each has one owner and one deletion rule."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from docfence.core.policy import JobPolicy
+from docfence.core.states import JobState
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """What a caller submits. The store freezes `policy` on the job and derives deadline/retention."""
+
+    tenant: str
+    policy: JobPolicy
+    input_key: str | None = None
+    input_sha256: str | None = None
+    input_bytes: int | None = None
+    idempotency_key: str | None = None
+    request_hash: str | None = None  # identifies "the same request" for idempotency
+    parent_job_id: str | None = None  # operator retry: the failed job this one replaces
+    report_request_id: str | None = None
+    actor: str = "system"
+    job_id: str | None = None  # pre-chosen id (so the input can be stored under it first)
+
+
+@dataclass(frozen=True)
+class Job:
+    """The job row. Owner: the rendering service. Deletion: bytes go, the row stays as a tombstone."""
+
+    id: str
+    tenant: str
+    kind: str
+    document_class: str
+    mode: str
+    region: str
+    policy: JobPolicy
+    state: JobState
+    attempt: int
+    max_attempts: int
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    heartbeat_at: datetime | None
+    deadline_at: datetime
+    run_after: datetime
+    retention_until: datetime
+    last_error_code: str | None
+    last_error_message: str | None
+    idempotency_key: str | None
+    request_hash: str | None
+    input_key: str | None
+    input_sha256: str | None
+    input_bytes: int | None
+    parent_job_id: str | None
+    report_request_id: str | None
+    created_at: datetime
+    updated_at: datetime
+    claimed_at: datetime | None
+    finished_at: datetime | None
+    deleted_at: datetime | None
+    deletion_request_id: str | None
+
+    @property
+    def terminal(self) -> bool:
+        return self.state.terminal
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A lease one worker holds on one attempt of one job."""
+
+    job: Job
+    attempt: int
+    worker: str
+    lease_expires_at: datetime
+
+
+@dataclass(frozen=True)
+class ArtifactInfo:
+    """What a fenced commit publishes. `key` must be specific to (job, attempt)."""
+
+    key: str
+    sha256: str
+    bytes: int
+    pages: int
+    validation: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Artifact:
+    job_id: str
+    attempt: int
+    key: str
+    sha256: str
+    bytes: int
+    pages: int
+    validation: dict[str, Any]
+    created_at: datetime
+    deleted_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One row per attempt; evidence is never overwritten."""
+
+    job_id: str
+    attempt: int
+    worker: str
+    claimed_at: datetime
+    ended_at: datetime | None
+    outcome: str | None  # the Event value that ended it
+    error_code: str | None
+
+
+@dataclass(frozen=True)
+class AuditEvent:
+    """Append-only; written in the transaction of the change it records. Never document content."""
+
+    seq: int
+    job_id: str | None
+    attempt: int | None
+    actor: str
+    action: str  # an Event value, or an operation such as "download" or "delete"
+    from_state: str | None
+    to_state: str | None
+    reason: str | None
+    at: datetime
+    details: dict[str, Any]
+    prev_hash: str
+    hash: str
