@@ -120,6 +120,8 @@ class AuditEvent:
     """Append-only; written in the transaction of the change it records. Never document content."""
 
     seq: int
+    chain: str  # the job id, or a named chain for events without a job
+    chain_seq: int
     job_id: str | None
     attempt: int | None
     actor: str

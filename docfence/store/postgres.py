@@ -1,0 +1,132 @@
+"""PostgreSQL dialect: claims with FOR UPDATE SKIP LOCKED, now() as the clock, LISTEN/NOTIFY wake-ups.
+
+One connection per thread (autocommit, explicit transaction blocks); a dropped connection is
+discarded and reported as StoreUnavailable, and the next call reconnects.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from docfence.core.clock import Clock
+from docfence.core.errors import StoreError, StoreUnavailable
+from docfence.store.queries import load_queries, migrations
+from docfence.store.sqlstore import Row, SqlStore
+
+CHANNEL = "docfence_jobs"
+
+
+class _PgTx:
+    def __init__(self, conn: psycopg.Connection[Row], queries: dict[str, str]) -> None:
+        self.conn, self.queries = conn, queries
+
+    def all(self, name: str, **params: Any) -> list[Row]:
+        cur = self.conn.execute(self.queries[name], params)
+        return list(cur.fetchall()) if cur.description else []
+
+    def one(self, name: str, **params: Any) -> Row | None:
+        rows = self.all(name, **params)
+        return rows[0] if rows else None
+
+    def run(self, name: str, **params: Any) -> int:
+        cur = self.conn.execute(self.queries[name], params)
+        return cur.rowcount
+
+
+class PostgresStore(SqlStore):
+    dialect = "postgres"
+
+    def __init__(self, url: str, *, clock: Clock | None = None) -> None:
+        super().__init__(clock)
+        self.url = url
+        self.queries = load_queries("postgres")
+        self._local = threading.local()
+
+    def _connect(self) -> psycopg.Connection[Row]:
+        try:
+            conn = psycopg.connect(self.url, autocommit=True, row_factory=dict_row, connect_timeout=10)
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable("cannot connect to PostgreSQL") from exc
+        conn.execute("SET TIME ZONE 'UTC'")
+        return conn
+
+    def _conn(self) -> psycopg.Connection[Row]:
+        conn: psycopg.Connection[Row] | None = getattr(self._local, "conn", None)
+        if conn is None or conn.closed:
+            conn = self._connect()
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def _tx(self, *, write: bool = True) -> Iterator[_PgTx]:
+        conn = self._conn()
+        try:
+            with conn.transaction():
+                yield _PgTx(conn, self.queries)
+        except psycopg.OperationalError as exc:
+            self._drop()
+            raise StoreUnavailable("the PostgreSQL connection failed") from exc
+        except psycopg.errors.UniqueViolation as exc:
+            raise StoreError("a unique constraint was violated") from exc
+        except psycopg.Error as exc:
+            if conn.closed or conn.broken:
+                self._drop()
+                raise StoreUnavailable("the PostgreSQL connection failed") from exc
+            raise StoreError(f"PostgreSQL error ({exc.sqlstate})") from exc
+
+    def _drop(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            try:
+                conn.close()
+            finally:
+                self._local.conn = None
+
+    def migrate(self) -> list[str]:
+        """Apply pending migrations in order under an advisory lock (safe with concurrent starters)."""
+        conn = self._conn()
+        applied = []
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('docfence_migrate'))")
+            conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+                         "name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())")
+            done = {r["version"] for r in conn.execute("SELECT version FROM schema_migrations")}
+            for version, name, sql in migrations("postgres"):
+                if version not in done:
+                    conn.execute(sql.encode())
+                    conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+                                 (version, name))
+                    applied.append(f"{version:03d}_{name}")
+        return applied
+
+    def run_script(self, name: str) -> None:
+        with self._tx() as tx:
+            tx.run(name)
+
+    def wait_for_work(self, timeout_s: float) -> bool:
+        """Block until a job is queued somewhere (NOTIFY) or the timeout passes. True when woken."""
+        conn = self._listen_conn()
+        for _ in conn.notifies(timeout=timeout_s, stop_after=1):
+            return True
+        return False
+
+    def _listen_conn(self) -> psycopg.Connection[Any]:
+        conn: psycopg.Connection[Any] | None = getattr(self._local, "listen", None)
+        if conn is None or conn.closed:
+            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+            conn.execute(f"LISTEN {CHANNEL}")
+            self._local.listen = conn
+        return conn
+
+    def close(self) -> None:
+        self._drop()
+        listen = getattr(self._local, "listen", None)
+        if listen is not None:
+            listen.close()
+            self._local.listen = None

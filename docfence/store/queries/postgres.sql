@@ -1,0 +1,225 @@
+-- The SQL of the PostgreSQL store. Same query names as sqlite.sql; `:now` is the injected clock or NULL
+-- (then the database clock, now()). Claims use FOR UPDATE SKIP LOCKED.
+
+-- name: store_now
+-- The store's clock.
+SELECT coalesce(:now::timestamptz, now()) AS now;
+
+-- name: insert_job
+-- Create a queued job with its frozen policy; deadline and retention derive from the store's clock.
+INSERT INTO jobs AS j (id, tenant, kind, document_class, mode, region, policy, state, attempt, max_attempts,
+                  lease_ttl_s, retry_backoff_s, deadline_at, run_after, retention_until, idempotency_key,
+                  request_hash, input_key, input_sha256, input_bytes, parent_job_id, report_request_id,
+                  created_at, updated_at, audit_seq)
+SELECT :id, :tenant, :kind, :document_class, :mode, :region, :policy::jsonb, 'queued', 0, :max_attempts,
+       :lease_ttl_s, :retry_backoff_s, t.now + make_interval(secs => :deadline_s), t.now, t.now + make_interval(secs => :retention_s), :idempotency_key,
+       :request_hash, :input_key, :input_sha256, :input_bytes, :parent_job_id, :report_request_id,
+       t.now, t.now, 1
+FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS t
+WHERE true
+ON CONFLICT DO NOTHING
+RETURNING *;
+
+-- name: find_by_idempotency
+-- The job a tenant created with an idempotency key.
+SELECT * FROM jobs WHERE tenant = :tenant AND idempotency_key = :idempotency_key;
+
+-- name: get_job
+-- One job by id.
+SELECT * FROM jobs WHERE id = :id;
+
+-- name: notify_queued
+-- Wake sleeping workers (delivered at commit).
+SELECT pg_notify('docfence_jobs', '');
+
+-- name: claim_jobs
+-- Lease up to :limit due queued jobs: attempt += 1, lease from the store's clock. Skips paused modes.
+WITH picked AS (
+    SELECT q.id FROM jobs AS q
+     WHERE q.state = 'queued'
+       AND q.run_after <= coalesce(:now::timestamptz, now())
+       AND q.deadline_at > coalesce(:now::timestamptz, now())
+       AND NOT EXISTS (SELECT 1 FROM claim_pauses p WHERE p.scope IN ('all', q.mode))
+     ORDER BY q.run_after, q.id
+     LIMIT :limit
+       FOR UPDATE SKIP LOCKED)
+UPDATE jobs
+   SET state = 'rendering', attempt = jobs.attempt + 1, lease_owner = :worker,
+       lease_expires_at = coalesce(:now::timestamptz, now()) + make_interval(secs => jobs.lease_ttl_s),
+       heartbeat_at = coalesce(:now::timestamptz, now()), claimed_at = coalesce(:now::timestamptz, now()),
+       updated_at = coalesce(:now::timestamptz, now()), audit_seq = jobs.audit_seq + 1
+  FROM picked
+ WHERE jobs.id = picked.id AND jobs.state = 'queued'
+RETURNING jobs.*;
+
+-- name: insert_attempt
+-- One row per attempt; never overwritten.
+INSERT INTO attempts (job_id, attempt, worker, claimed_at) VALUES (:job_id, :attempt, :worker, :claimed_at);
+
+-- name: heartbeat
+-- Extend a lease only while id, attempt, state and owner match and the lease has not expired.
+UPDATE jobs
+   SET lease_expires_at = t.now + make_interval(secs => lease_ttl_s), heartbeat_at = t.now
+  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS t
+ WHERE id = :id AND attempt = :attempt AND state = 'rendering' AND lease_owner = :worker
+   AND lease_expires_at > t.now
+RETURNING lease_expires_at;
+
+-- name: fence_finish
+-- Fenced move of the current attempt to a terminal or queued state (commit, fail, retry, release).
+UPDATE jobs
+   SET state = :to_state, lease_owner = NULL, lease_expires_at = NULL,
+       last_error_code = :error_code, last_error_message = :error_message,
+       run_after = t.now + make_interval(secs => :delay_s),
+       finished_at = CASE WHEN :to_state::text IN ('succeeded', 'failed', 'canceled') THEN t.now END,
+       updated_at = t.now, audit_seq = audit_seq + 1
+  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS t
+ WHERE id = :id AND state = :from_state AND attempt = :attempt
+   AND (NOT :require_lease OR (lease_owner = :worker AND lease_expires_at > t.now))
+RETURNING jobs.*;
+
+-- name: select_expired_leases
+-- Rendering jobs whose lease has expired (never a valid lease), oldest first, bounded.
+SELECT id, attempt, max_attempts FROM jobs
+ WHERE state = 'rendering'
+   AND lease_expires_at <= coalesce(:now::timestamptz, now())
+ ORDER BY lease_expires_at LIMIT :limit
+   FOR UPDATE SKIP LOCKED;
+
+-- name: fence_expired
+-- Requeue (or fail) one expired lease, re-checking expiry under the write lock.
+UPDATE jobs
+   SET state = :to_state, lease_owner = NULL, lease_expires_at = NULL,
+       last_error_code = :error_code, last_error_message = :error_message, run_after = t.now,
+       finished_at = CASE WHEN :to_state::text = 'failed' THEN t.now END,
+       updated_at = t.now, audit_seq = audit_seq + 1
+  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS t
+ WHERE id = :id AND state = 'rendering' AND attempt = :attempt AND lease_expires_at <= t.now
+RETURNING jobs.*;
+
+-- name: select_past_deadline
+-- Non-terminal jobs past their deadline, bounded.
+SELECT id, attempt, state FROM jobs
+ WHERE state IN ('queued', 'rendering')
+   AND deadline_at <= coalesce(:now::timestamptz, now())
+ ORDER BY deadline_at LIMIT :limit
+   FOR UPDATE SKIP LOCKED;
+
+-- name: fence_cancel
+-- Cancel a job from its observed state and attempt (deadline or request).
+UPDATE jobs
+   SET state = 'canceled', lease_owner = NULL, lease_expires_at = NULL,
+       last_error_code = :error_code, last_error_message = :error_message,
+       finished_at = t.now, updated_at = t.now, audit_seq = audit_seq + 1
+  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS t
+ WHERE id = :id AND state = :from_state AND attempt = :attempt
+   AND (NOT :require_deadline OR deadline_at <= t.now)
+RETURNING jobs.*;
+
+-- name: end_attempt
+-- Close the attempt row with how it ended.
+UPDATE attempts SET ended_at = :ended_at, outcome = :outcome, error_code = :error_code
+ WHERE job_id = :job_id AND attempt = :attempt AND ended_at IS NULL;
+
+-- name: insert_artifact
+-- The artifact of the committing attempt; visible only through the succeeded job naming it.
+INSERT INTO artifacts (job_id, attempt, storage_key, sha256, bytes, pages, validation, created_at)
+VALUES (:job_id, :attempt, :storage_key, :sha256, :bytes, :pages, :validation::jsonb, :created_at);
+
+-- name: get_artifact
+-- The committed artifact of a job.
+SELECT * FROM artifacts WHERE job_id = :job_id;
+
+-- name: bump_job_audit
+-- Lock a job's audit chain for a non-transition event (download, deletion).
+UPDATE jobs SET audit_seq = audit_seq + 1,
+       updated_at = updated_at
+ WHERE id = :id
+RETURNING id, attempt, state, audit_seq, audit_hash,
+          coalesce(:now::timestamptz, now()) AS now;
+
+-- name: set_job_audit_hash
+-- Advance a job's chain head to the event just written.
+UPDATE jobs SET audit_hash = :hash WHERE id = :id;
+
+-- name: lock_chain
+-- Head of a non-job audit chain, locked until commit (the advisory lock covers a chain not yet created).
+SELECT seq, hash, coalesce(:now::timestamptz, now()) AS now
+  FROM (SELECT pg_advisory_xact_lock(hashtext('docfence_audit:' || :chain))) AS l
+  LEFT JOIN audit_chains ON chain = :chain;
+
+-- name: upsert_chain
+-- Advance a non-job chain head.
+INSERT INTO audit_chains (chain, seq, hash) VALUES (:chain, :seq, :hash)
+ON CONFLICT (chain) DO UPDATE SET seq = excluded.seq, hash = excluded.hash;
+
+-- name: insert_audit
+-- Append one audit event.
+INSERT INTO audit_events (chain, chain_seq, job_id, attempt, actor, action, from_state, to_state, reason,
+                          at, details, prev_hash, hash)
+VALUES (:chain, :chain_seq, :job_id, :attempt, :actor, :action, :from_state, :to_state, :reason,
+        :at, :details::jsonb, :prev_hash, :hash);
+
+-- name: list_audit_for_job
+-- A job's audit events in order.
+SELECT * FROM audit_events WHERE job_id = :job_id ORDER BY seq;
+
+-- name: list_audit
+-- Audit events after a sequence number, in order (export and verification).
+SELECT * FROM audit_events WHERE seq > :after_seq ORDER BY seq LIMIT :limit;
+
+-- name: list_chain_heads
+-- Every chain head: jobs' and the non-job chains' (verification).
+SELECT id AS chain, audit_seq AS seq, audit_hash AS hash FROM jobs WHERE audit_seq > 0
+UNION ALL SELECT chain, seq, hash FROM audit_chains;
+
+-- name: list_attempts
+-- A job's attempts in order.
+SELECT * FROM attempts WHERE job_id = :job_id ORDER BY attempt;
+
+-- name: count_by_state
+-- Queue depth by state.
+SELECT state, count(*) AS n FROM jobs GROUP BY state;
+
+-- name: list_jobs
+-- Jobs filtered by optional state/tenant/mode/class, newest first, bounded.
+SELECT * FROM jobs
+ WHERE (:state::text IS NULL OR state = :state) AND (:tenant::text IS NULL OR tenant = :tenant)
+   AND (:mode::text IS NULL OR mode = :mode) AND (:document_class::text IS NULL OR document_class = :document_class)
+   AND (:created_before::timestamptz IS NULL OR created_at < :created_before)
+ ORDER BY created_at DESC, id DESC LIMIT :limit;
+
+-- name: insert_pause
+-- Pause claims for 'all' or one mode.
+INSERT INTO claim_pauses (scope, paused_at, actor, reason)
+VALUES (:scope, coalesce(:now::timestamptz, now()), :actor, :reason)
+ON CONFLICT (scope) DO NOTHING;
+
+-- name: delete_pause
+-- Resume claims for a scope.
+DELETE FROM claim_pauses WHERE scope = :scope;
+
+-- name: list_pauses
+-- Current claim pauses.
+SELECT * FROM claim_pauses ORDER BY scope;
+
+-- name: count_valid_leases
+-- How many leases are still valid (drain waits for zero), optionally for one mode.
+SELECT count(*) AS n FROM jobs
+ WHERE state = 'rendering' AND (:mode::text IS NULL OR mode = :mode)
+   AND lease_expires_at > coalesce(:now::timestamptz, now());
+
+-- name: set_class_mode
+-- Which mode new jobs of a document class get.
+INSERT INTO class_modes (document_class, mode, updated_at, actor)
+VALUES (:document_class, :mode, coalesce(:now::timestamptz, now()), :actor)
+ON CONFLICT (document_class) DO UPDATE SET mode = excluded.mode, updated_at = excluded.updated_at,
+                                           actor = excluded.actor;
+
+-- name: list_class_modes
+-- Mode overrides per document class.
+SELECT * FROM class_modes ORDER BY document_class;
+
+-- name: truncate_all
+-- Tests only: empty every table.
+TRUNCATE audit_events, audit_chains, artifacts, attempts, claim_pauses, class_modes, jobs;

@@ -1,0 +1,221 @@
+-- The SQL of the SQLite store. Same query names as postgres.sql; `:now` is the injected clock or NULL
+-- (then the database clock). Times are REAL unix epoch seconds.
+
+-- name: store_now
+-- The store's clock.
+SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now;
+
+-- name: insert_job
+-- Create a queued job with its frozen policy; deadline and retention derive from the store's clock.
+INSERT INTO jobs (id, tenant, kind, document_class, mode, region, policy, state, attempt, max_attempts,
+                  lease_ttl_s, retry_backoff_s, deadline_at, run_after, retention_until, idempotency_key,
+                  request_hash, input_key, input_sha256, input_bytes, parent_job_id, report_request_id,
+                  created_at, updated_at, audit_seq)
+SELECT :id, :tenant, :kind, :document_class, :mode, :region, :policy, 'queued', 0, :max_attempts,
+       :lease_ttl_s, :retry_backoff_s, t.now + :deadline_s, t.now, t.now + :retention_s, :idempotency_key,
+       :request_hash, :input_key, :input_sha256, :input_bytes, :parent_job_id, :report_request_id,
+       t.now, t.now, 1
+FROM (SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now) AS t
+WHERE true
+ON CONFLICT DO NOTHING
+RETURNING *;
+
+-- name: find_by_idempotency
+-- The job a tenant created with an idempotency key.
+SELECT * FROM jobs WHERE tenant = :tenant AND idempotency_key = :idempotency_key;
+
+-- name: get_job
+-- One job by id.
+SELECT * FROM jobs WHERE id = :id;
+
+-- name: notify_queued
+-- Wake sleeping workers (PostgreSQL only; SQLite workers poll).
+SELECT 1;
+
+-- name: claim_jobs
+-- Lease up to :limit due queued jobs: attempt += 1, lease from the store's clock. Skips paused modes.
+UPDATE jobs
+   SET state = 'rendering', attempt = attempt + 1, lease_owner = :worker,
+       lease_expires_at = t.now + lease_ttl_s, heartbeat_at = t.now, claimed_at = t.now,
+       updated_at = t.now, audit_seq = audit_seq + 1
+  FROM (SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now) AS t
+ WHERE jobs.id IN (
+        SELECT q.id FROM jobs AS q INDEXED BY jobs_claim_idx
+         WHERE q.state = 'queued'
+           AND q.run_after <= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)
+           AND q.deadline_at > coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)
+           AND NOT EXISTS (SELECT 1 FROM claim_pauses p WHERE p.scope IN ('all', q.mode))
+         ORDER BY q.run_after, q.id
+         LIMIT :limit)
+   AND jobs.state = 'queued'
+RETURNING *;
+
+-- name: insert_attempt
+-- One row per attempt; never overwritten.
+INSERT INTO attempts (job_id, attempt, worker, claimed_at) VALUES (:job_id, :attempt, :worker, :claimed_at);
+
+-- name: heartbeat
+-- Extend a lease only while id, attempt, state and owner match and the lease has not expired.
+UPDATE jobs
+   SET lease_expires_at = t.now + lease_ttl_s, heartbeat_at = t.now
+  FROM (SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now) AS t
+ WHERE id = :id AND attempt = :attempt AND state = 'rendering' AND lease_owner = :worker
+   AND lease_expires_at > t.now
+RETURNING lease_expires_at;
+
+-- name: fence_finish
+-- Fenced move of the current attempt to a terminal or queued state (commit, fail, retry, release).
+UPDATE jobs
+   SET state = :to_state, lease_owner = NULL, lease_expires_at = NULL,
+       last_error_code = :error_code, last_error_message = :error_message,
+       run_after = t.now + :delay_s,
+       finished_at = CASE WHEN :to_state IN ('succeeded', 'failed', 'canceled') THEN t.now END,
+       updated_at = t.now, audit_seq = audit_seq + 1
+  FROM (SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now) AS t
+ WHERE id = :id AND state = :from_state AND attempt = :attempt
+   AND (:require_lease = 0 OR (lease_owner = :worker AND lease_expires_at > t.now))
+RETURNING *;
+
+-- name: select_expired_leases
+-- Rendering jobs whose lease has expired (never a valid lease), oldest first, bounded.
+SELECT id, attempt, max_attempts FROM jobs INDEXED BY jobs_lease_idx
+ WHERE state = 'rendering'
+   AND lease_expires_at <= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)
+ ORDER BY lease_expires_at LIMIT :limit;
+
+-- name: fence_expired
+-- Requeue (or fail) one expired lease, re-checking expiry under the write lock.
+UPDATE jobs
+   SET state = :to_state, lease_owner = NULL, lease_expires_at = NULL,
+       last_error_code = :error_code, last_error_message = :error_message, run_after = t.now,
+       finished_at = CASE WHEN :to_state = 'failed' THEN t.now END,
+       updated_at = t.now, audit_seq = audit_seq + 1
+  FROM (SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now) AS t
+ WHERE id = :id AND state = 'rendering' AND attempt = :attempt AND lease_expires_at <= t.now
+RETURNING *;
+
+-- name: select_past_deadline
+-- Non-terminal jobs past their deadline, bounded.
+SELECT id, attempt, state FROM jobs INDEXED BY jobs_deadline_idx
+ WHERE state IN ('queued', 'rendering')
+   AND deadline_at <= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)
+ ORDER BY deadline_at LIMIT :limit;
+
+-- name: fence_cancel
+-- Cancel a job from its observed state and attempt (deadline or request).
+UPDATE jobs
+   SET state = 'canceled', lease_owner = NULL, lease_expires_at = NULL,
+       last_error_code = :error_code, last_error_message = :error_message,
+       finished_at = t.now, updated_at = t.now, audit_seq = audit_seq + 1
+  FROM (SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now) AS t
+ WHERE id = :id AND state = :from_state AND attempt = :attempt
+   AND (:require_deadline = 0 OR deadline_at <= t.now)
+RETURNING *;
+
+-- name: end_attempt
+-- Close the attempt row with how it ended.
+UPDATE attempts SET ended_at = :ended_at, outcome = :outcome, error_code = :error_code
+ WHERE job_id = :job_id AND attempt = :attempt AND ended_at IS NULL;
+
+-- name: insert_artifact
+-- The artifact of the committing attempt; visible only through the succeeded job naming it.
+INSERT INTO artifacts (job_id, attempt, storage_key, sha256, bytes, pages, validation, created_at)
+VALUES (:job_id, :attempt, :storage_key, :sha256, :bytes, :pages, :validation, :created_at);
+
+-- name: get_artifact
+-- The committed artifact of a job.
+SELECT * FROM artifacts WHERE job_id = :job_id;
+
+-- name: bump_job_audit
+-- Lock a job's audit chain for a non-transition event (download, deletion).
+UPDATE jobs SET audit_seq = audit_seq + 1,
+       updated_at = updated_at
+ WHERE id = :id
+RETURNING id, attempt, state, audit_seq, audit_hash,
+          coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now;
+
+-- name: set_job_audit_hash
+-- Advance a job's chain head to the event just written.
+UPDATE jobs SET audit_hash = :hash WHERE id = :id;
+
+-- name: lock_chain
+-- Head of a non-job audit chain (SQLite: the write transaction already serialises writers).
+SELECT seq, hash, coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now
+  FROM audit_chains WHERE chain = :chain;
+
+-- name: upsert_chain
+-- Advance a non-job chain head.
+INSERT INTO audit_chains (chain, seq, hash) VALUES (:chain, :seq, :hash)
+ON CONFLICT (chain) DO UPDATE SET seq = excluded.seq, hash = excluded.hash;
+
+-- name: insert_audit
+-- Append one audit event.
+INSERT INTO audit_events (chain, chain_seq, job_id, attempt, actor, action, from_state, to_state, reason,
+                          at, details, prev_hash, hash)
+VALUES (:chain, :chain_seq, :job_id, :attempt, :actor, :action, :from_state, :to_state, :reason,
+        :at, :details, :prev_hash, :hash);
+
+-- name: list_audit_for_job
+-- A job's audit events in order.
+SELECT * FROM audit_events WHERE job_id = :job_id ORDER BY seq;
+
+-- name: list_audit
+-- Audit events after a sequence number, in order (export and verification).
+SELECT * FROM audit_events WHERE seq > :after_seq ORDER BY seq LIMIT :limit;
+
+-- name: list_chain_heads
+-- Every chain head: jobs' and the non-job chains' (verification).
+SELECT id AS chain, audit_seq AS seq, audit_hash AS hash FROM jobs WHERE audit_seq > 0
+UNION ALL SELECT chain, seq, hash FROM audit_chains;
+
+-- name: list_attempts
+-- A job's attempts in order.
+SELECT * FROM attempts WHERE job_id = :job_id ORDER BY attempt;
+
+-- name: count_by_state
+-- Queue depth by state.
+SELECT state, count(*) AS n FROM jobs GROUP BY state;
+
+-- name: list_jobs
+-- Jobs filtered by optional state/tenant/mode/class, newest first, bounded.
+SELECT * FROM jobs
+ WHERE (:state IS NULL OR state = :state) AND (:tenant IS NULL OR tenant = :tenant)
+   AND (:mode IS NULL OR mode = :mode) AND (:document_class IS NULL OR document_class = :document_class)
+   AND (:created_before IS NULL OR created_at < :created_before)
+ ORDER BY created_at DESC, id DESC LIMIT :limit;
+
+-- name: insert_pause
+-- Pause claims for 'all' or one mode.
+INSERT INTO claim_pauses (scope, paused_at, actor, reason)
+VALUES (:scope, coalesce(:now, (julianday('now') - 2440587.5) * 86400.0), :actor, :reason)
+ON CONFLICT (scope) DO NOTHING;
+
+-- name: delete_pause
+-- Resume claims for a scope.
+DELETE FROM claim_pauses WHERE scope = :scope;
+
+-- name: list_pauses
+-- Current claim pauses.
+SELECT * FROM claim_pauses ORDER BY scope;
+
+-- name: count_valid_leases
+-- How many leases are still valid (drain waits for zero), optionally for one mode.
+SELECT count(*) AS n FROM jobs
+ WHERE state = 'rendering' AND (:mode IS NULL OR mode = :mode)
+   AND lease_expires_at > coalesce(:now, (julianday('now') - 2440587.5) * 86400.0);
+
+-- name: set_class_mode
+-- Which mode new jobs of a document class get.
+INSERT INTO class_modes (document_class, mode, updated_at, actor)
+VALUES (:document_class, :mode, coalesce(:now, (julianday('now') - 2440587.5) * 86400.0), :actor)
+ON CONFLICT (document_class) DO UPDATE SET mode = excluded.mode, updated_at = excluded.updated_at,
+                                           actor = excluded.actor;
+
+-- name: list_class_modes
+-- Mode overrides per document class.
+SELECT * FROM class_modes ORDER BY document_class;
+
+-- name: truncate_all
+-- Tests only: empty every table.
+DELETE FROM audit_events; DELETE FROM audit_chains; DELETE FROM artifacts; DELETE FROM attempts;
+DELETE FROM claim_pauses; DELETE FROM class_modes; DELETE FROM jobs;
