@@ -13,12 +13,12 @@ from typing import Any
 from docfence.core.errors import ConfigError
 
 
-class Mode(str, enum.Enum):
+class Mode(enum.StrEnum):
     VECTOR = "vector"  # structure-preserving
     RASTER = "raster"  # appearance only, at a declared DPI
 
 
-class Kind(str, enum.Enum):
+class Kind(enum.StrEnum):
     WATERMARK = "watermark"
     REPORT = "report"
 

@@ -10,7 +10,7 @@ import enum
 from dataclasses import dataclass
 
 
-class JobState(str, enum.Enum):
+class JobState(enum.StrEnum):
     QUEUED = "queued"
     """Waiting for a worker. In: submit, retryable error, expired lease. Out: claim, deadline, cancel."""
     RENDERING = "rendering"
@@ -32,7 +32,7 @@ TERMINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCE
 ACTIVE_STATES = frozenset({JobState.QUEUED, JobState.RENDERING})
 
 
-class Event(str, enum.Enum):
+class Event(enum.StrEnum):
     """What happened; the reason code recorded on each audit event of a transition."""
 
     SUBMITTED = "submitted"

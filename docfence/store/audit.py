@@ -10,14 +10,16 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from docfence.core.records import AuditEvent
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
 
 def micros(at: datetime) -> int:
-    return int(round(at.timestamp() * 1_000_000))
+    return (at - _EPOCH) // timedelta(microseconds=1)
 
 
 def event_hash(prev_hash: str, chain: str, chain_seq: int, fields: Mapping[str, Any]) -> str:

@@ -121,8 +121,7 @@ class SqliteStore(SqlStore):
                     continue
                 for statement in _statements(sql):
                     conn.execute(statement)
-                conn.execute("INSERT INTO schema_migrations VALUES (?, ?, (julianday('now') - 2440587.5) * 86400.0)",
-                             (version, name))
+                conn.execute("INSERT INTO schema_migrations VALUES (?, ?, julianday('now'))", (version, name))
                 applied.append(f"{version:03d}_{name}")
             conn.execute("COMMIT")
         except BaseException:
