@@ -133,3 +133,16 @@ class AuditEvent:
     details: dict[str, Any]
     prev_hash: str
     hash: str
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """An API key record; only the hash of the secret is ever stored."""
+
+    id: str
+    tenant: str
+    name: str
+    scopes: tuple[str, ...]
+    key_hash: str
+    created_at: datetime
+    revoked_at: datetime | None

@@ -7,7 +7,16 @@ from typing import Any, Protocol
 
 from docfence.core.clock import Clock
 from docfence.core.errors import ConfigError
-from docfence.core.records import Artifact, ArtifactInfo, Attempt, AuditEvent, Claim, Job, NewJob
+from docfence.core.records import (
+    ApiKey,
+    Artifact,
+    ArtifactInfo,
+    Attempt,
+    AuditEvent,
+    Claim,
+    Job,
+    NewJob,
+)
 from docfence.core.states import JobState
 
 
@@ -60,6 +69,14 @@ class Store(Protocol):
     def valid_lease_count(self, *, mode: str | None = None) -> int: ...
     def set_class_mode(self, document_class: str, mode: str, *, actor: str) -> None: ...
     def class_modes(self) -> dict[str, str]: ...
+
+    # API keys (hashes only)
+    def insert_api_key(
+        self, key_id: str, *, tenant: str, name: str, scopes: tuple[str, ...], key_hash: str, actor: str
+    ) -> ApiKey: ...
+    def get_api_key(self, key_id: str) -> ApiKey | None: ...
+    def revoke_api_key(self, key_id: str, *, actor: str) -> ApiKey: ...
+    def list_api_keys(self, tenant: str | None = None) -> list[ApiKey]: ...
 
 
 def open_store(url: str, *, clock: Clock | None = None, migrate: bool = True) -> Store:

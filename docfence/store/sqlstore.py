@@ -18,7 +18,16 @@ from docfence.core.errors import (
     StaleAttempt,
 )
 from docfence.core.policy import JobPolicy
-from docfence.core.records import Artifact, ArtifactInfo, Attempt, AuditEvent, Claim, Job, NewJob
+from docfence.core.records import (
+    ApiKey,
+    Artifact,
+    ArtifactInfo,
+    Attempt,
+    AuditEvent,
+    Claim,
+    Job,
+    NewJob,
+)
 from docfence.core.states import Event, JobState, transition
 from docfence.store.audit import event_hash
 
@@ -409,6 +418,37 @@ class SqlStore:
         with self._tx(write=False) as tx:
             return {r["document_class"]: r["mode"] for r in tx.all("list_class_modes")}
 
+    # -- API keys ------------------------------------------------------------------------------------
+    def insert_api_key(
+        self, key_id: str, *, tenant: str, name: str, scopes: tuple[str, ...], key_hash: str, actor: str
+    ) -> ApiKey:
+        with self._tx() as tx:
+            row = tx.one("insert_api_key", id=key_id, tenant=tenant, key_name=name, scopes=",".join(scopes),
+                         key_hash=key_hash, now=self._now_param())
+            assert row is not None
+            self._append_event(tx, "api_key_created", actor=actor, job_id=None, reason=None,
+                               details={"key_id": key_id, "tenant": tenant, "scopes": list(scopes)},
+                               chain="operations")
+        return _api_key(row)
+
+    def get_api_key(self, key_id: str) -> ApiKey | None:
+        with self._tx(write=False) as tx:
+            row = tx.one("get_api_key", id=key_id)
+        return _api_key(row) if row else None
+
+    def revoke_api_key(self, key_id: str, *, actor: str) -> ApiKey:
+        with self._tx() as tx:
+            row = tx.one("revoke_api_key", id=key_id, now=self._now_param())
+            if row is None:
+                raise NotFound(f"no API key {key_id}")
+            self._append_event(tx, "api_key_revoked", actor=actor, job_id=None, reason=None,
+                               details={"key_id": key_id}, chain="operations")
+        return _api_key(row)
+
+    def list_api_keys(self, tenant: str | None = None) -> list[ApiKey]:
+        with self._tx(write=False) as tx:
+            return [_api_key(r) for r in tx.all("list_api_keys", tenant=tenant)]
+
     # -- row mapping -------------------------------------------------------------------------------
     def _job(self, row: Row) -> Job:
         data = {k: row[k] for k in _JOB_FIELDS}
@@ -423,6 +463,12 @@ class SqlStore:
 
 
 _JOB_FIELDS = [f for f in Job.__dataclass_fields__ if f not in ("state", "policy")]
+
+
+def _api_key(row: Row) -> ApiKey:
+    data = dict(row)
+    data["scopes"] = tuple(s for s in str(data["scopes"]).split(",") if s)
+    return ApiKey(**data)
 
 
 def _json(value: Any) -> Any:

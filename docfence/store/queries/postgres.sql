@@ -223,3 +223,22 @@ SELECT * FROM class_modes ORDER BY document_class;
 -- name: truncate_all
 -- Tests only: empty every table.
 TRUNCATE audit_events, audit_chains, artifacts, attempts, claim_pauses, class_modes, jobs;
+
+-- name: insert_api_key
+-- Store a new key's hash (never the key).
+INSERT INTO api_keys (id, tenant, name, scopes, key_hash, created_at)
+VALUES (:id, :tenant, :key_name, :scopes, :key_hash, coalesce(:now::timestamptz, now()))
+RETURNING *;
+
+-- name: get_api_key
+-- One key record by id.
+SELECT * FROM api_keys WHERE id = :id;
+
+-- name: revoke_api_key
+-- Revoke a key (idempotent: the first revocation time stays).
+UPDATE api_keys SET revoked_at = coalesce(revoked_at, coalesce(:now::timestamptz, now())) WHERE id = :id
+RETURNING *;
+
+-- name: list_api_keys
+-- Keys, optionally of one tenant.
+SELECT * FROM api_keys WHERE (:tenant::text IS NULL OR tenant = :tenant) ORDER BY created_at;

@@ -219,3 +219,22 @@ SELECT * FROM class_modes ORDER BY document_class;
 -- Tests only: empty every table.
 DELETE FROM audit_events; DELETE FROM audit_chains; DELETE FROM artifacts; DELETE FROM attempts;
 DELETE FROM claim_pauses; DELETE FROM class_modes; DELETE FROM jobs;
+
+-- name: insert_api_key
+-- Store a new key's hash (never the key).
+INSERT INTO api_keys (id, tenant, name, scopes, key_hash, created_at)
+VALUES (:id, :tenant, :key_name, :scopes, :key_hash, coalesce(:now, (julianday('now') - 2440587.5) * 86400.0))
+RETURNING *;
+
+-- name: get_api_key
+-- One key record by id.
+SELECT * FROM api_keys WHERE id = :id;
+
+-- name: revoke_api_key
+-- Revoke a key (idempotent: the first revocation time stays).
+UPDATE api_keys SET revoked_at = coalesce(revoked_at, coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)) WHERE id = :id
+RETURNING *;
+
+-- name: list_api_keys
+-- Keys, optionally of one tenant.
+SELECT * FROM api_keys WHERE (:tenant IS NULL OR tenant = :tenant) ORDER BY created_at;
