@@ -1,0 +1,48 @@
+"""Shared fixtures: stores over both dialects, driven by a fake clock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from docfence.core.clock import FakeClock
+from docfence.store.postgres import PostgresStore
+from docfence.store.sqlite import SqliteStore
+from docfence.testing.stores import postgres_store, reset, sqlite_store, temporary_pg_database
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = REPO.parent / "shared" / "corpus"
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    with temporary_pg_database() as url:
+        postgres_store(url).close()
+        yield url
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def store(
+    store_kind: str, tmp_path: Path, clock: FakeClock, request: pytest.FixtureRequest
+) -> Iterator[SqliteStore | PostgresStore]:
+    if store_kind == "sqlite":
+        s: SqliteStore | PostgresStore = sqlite_store(tmp_path / "store.db", clock)
+    else:
+        s = postgres_store(request.getfixturevalue("pg_url"), clock)
+        reset(s)
+    try:
+        yield s
+    finally:
+        s.close()

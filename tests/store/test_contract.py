@@ -1,0 +1,208 @@
+"""The store contract, run unchanged against SQLite and PostgreSQL (see the `store` fixture)."""
+
+from __future__ import annotations
+
+import pytest
+
+from docfence.core.clock import FakeClock
+from docfence.core.errors import IdempotencyConflict, IllegalTransition, LeaseLost, NotFound, StaleAttempt
+from docfence.core.policy import JobPolicy, Mode
+from docfence.core.records import ArtifactInfo, NewJob
+from docfence.core.states import ALLOWED_PAIRS, JobState
+from docfence.store.audit import verify_events
+
+
+def submit(store, **policy) -> str:  # type: ignore[no-untyped-def]
+    job, created = store.submit(NewJob(tenant="t1", policy=JobPolicy(**policy)))
+    assert created
+    return str(job.id)
+
+
+def art(job_id: str, attempt: int) -> ArtifactInfo:
+    return ArtifactInfo(f"jobs/t1/{job_id}/artifact/{attempt}.pdf", "0" * 64, 10, 1, {"ok": True})
+
+
+def test_submit_is_idempotent_and_conflicts_on_a_different_request(store) -> None:  # type: ignore[no-untyped-def]
+    new = NewJob(tenant="t1", policy=JobPolicy(), idempotency_key="k1", request_hash="h1")
+    first, created = store.submit(new)
+    again, created_again = store.submit(new)
+    assert created and not created_again and again.id == first.id
+    with pytest.raises(IdempotencyConflict):
+        store.submit(NewJob(tenant="t1", policy=JobPolicy(), idempotency_key="k1", request_hash="h2"))
+    other_tenant, created_other = store.submit(
+        NewJob(tenant="t2", policy=JobPolicy(), idempotency_key="k1", request_hash="h2"))
+    assert created_other and other_tenant.id != first.id
+    assert store.count_by_state()["queued"] == 2
+
+
+def test_policy_is_frozen_at_submission(store, clock: FakeClock) -> None:  # type: ignore[no-untyped-def]
+    job_id = submit(store, mode=Mode.RASTER, dpi=200, deadline_s=60, max_attempts=4, region="eu-1")
+    store.set_class_mode("default", "vector", actor="op")
+    job = store.get(job_id)
+    assert job.policy.mode is Mode.RASTER and job.policy.dpi == 200 and job.mode == "raster"
+    assert job.max_attempts == 4 and job.region == "eu-1"
+    assert (job.deadline_at - job.created_at).total_seconds() == 60
+    assert store.class_modes() == {"default": "vector"}
+
+
+def test_claim_sets_attempt_and_lease_from_the_store_clock(store, clock: FakeClock) -> None:  # type: ignore[no-untyped-def]
+    ids = [submit(store, lease_ttl_s=30) for _ in range(3)]
+    claims = store.claim("w1", limit=2)
+    assert [c.job.id for c in claims] == ids[:2]
+    for c in claims:
+        assert c.attempt == 1 and c.job.state is JobState.RENDERING and c.job.lease_owner == "w1"
+        assert c.lease_expires_at == clock.now() + (c.lease_expires_at - clock.now())
+        assert (c.lease_expires_at - clock.now()).total_seconds() == 30
+    assert len(store.claim("w2", limit=5)) == 1
+    assert store.claim("w3", limit=5) == []
+
+
+def test_claim_skips_paused_modes_and_past_deadline(store, clock: FakeClock) -> None:  # type: ignore[no-untyped-def]
+    raster = submit(store, mode=Mode.RASTER)
+    short = submit(store, deadline_s=5)
+    store.pause_claims("raster", actor="op")
+    clock.advance(6)
+    assert store.claim("w", limit=10) == []  # raster paused, the other past its deadline
+    store.resume_claims("raster", actor="op")
+    assert [c.job.id for c in store.claim("w", limit=10)] == [raster]
+    assert [j.id for j in store.cancel_past_deadline()] == [short]
+    store.pause_claims("all", actor="op")
+    submit(store)
+    assert store.claim("w", limit=10) == []
+    assert store.paused_scopes() == ["all"]
+
+
+def test_heartbeat_extends_only_the_current_lease(store, clock: FakeClock) -> None:  # type: ignore[no-untyped-def]
+    job_id = submit(store, lease_ttl_s=10)
+    claim = store.claim("w1")[0]
+    clock.advance(8)
+    assert (store.heartbeat(job_id, 1, "w1") - clock.now()).total_seconds() == 10
+    with pytest.raises(LeaseLost):
+        store.heartbeat(job_id, 2, "w1")
+    with pytest.raises(LeaseLost):
+        store.heartbeat(job_id, 1, "w2")
+    clock.advance(11)
+    with pytest.raises(LeaseLost):  # expired: a heartbeat cannot revive it
+        store.heartbeat(job_id, claim.attempt, "w1")
+
+
+def test_only_the_current_attempt_commits(store, clock: FakeClock) -> None:  # type: ignore[no-untyped-def]
+    job_id = submit(store, lease_ttl_s=10, max_attempts=3)
+    store.claim("old")
+    clock.advance(11)
+    assert [j.state for j in store.requeue_expired()] == [JobState.QUEUED]
+    store.claim("new")
+    with pytest.raises(StaleAttempt):
+        store.complete(job_id, 1, "old", art(job_id, 1))
+    with pytest.raises(StaleAttempt):
+        store.fail(job_id, 1, "old", "boom", "x", retryable=False)
+    done = store.complete(job_id, 2, "new", art(job_id, 2))
+    assert done.state is JobState.SUCCEEDED and done.lease_owner is None
+    assert store.artifact(job_id).attempt == 2
+    with pytest.raises(StaleAttempt):
+        store.complete(job_id, 2, "new", art(job_id, 2))
+    with pytest.raises(IllegalTransition):
+        store.cancel(job_id, actor="user")
+    assert store.get(job_id).state is JobState.SUCCEEDED
+
+
+def test_commit_after_lease_expiry_is_refused_even_before_the_reconciler(store, clock: FakeClock) -> None:  # type: ignore[no-untyped-def]
+    job_id = submit(store, lease_ttl_s=10)
+    store.claim("w1")
+    clock.advance(10.5)
+    with pytest.raises(StaleAttempt):
+        store.complete(job_id, 1, "w1", art(job_id, 1))
+    assert store.artifact(job_id) is None
+
+
+def test_retryable_failure_backs_off_then_exhausts(store, clock: FakeClock) -> None:  # type: ignore[no-untyped-def]
+    job_id = submit(store, max_attempts=2, retry_backoff_s=4)
+    store.claim("w")
+    job = store.fail(job_id, 1, "w", "render_timeout", "took too long", retryable=True)
+    assert job.state is JobState.QUEUED and job.last_error_code == "render_timeout"
+    assert store.claim("w") == []  # backing off
+    clock.advance(4)
+    assert store.claim("w")[0].attempt == 2
+    job = store.fail(job_id, 2, "w", "render_timeout", "took too long", retryable=True)
+    assert job.state is JobState.FAILED
+    assert [a.outcome for a in store.attempts(job_id)] == ["retryable_error", "retries_exhausted"]
+
+
+def test_permanent_failure(store) -> None:  # type: ignore[no-untyped-def]
+    job_id = submit(store)
+    store.claim("w")
+    job = store.fail(job_id, 1, "w", "not_a_pdf", "The input is not a PDF file.", retryable=False)
+    assert job.state is JobState.FAILED and job.finished_at is not None
+    assert job.last_error_message == "The input is not a PDF file."
+
+
+def test_requeue_expired_is_bounded_and_never_touches_valid_leases(store, clock: FakeClock) -> None:  # type: ignore[no-untyped-def]
+    for _ in range(5):
+        submit(store, lease_ttl_s=10, max_attempts=1)
+    store.claim("w1", limit=5)
+    fresh = submit(store, lease_ttl_s=100)
+    clock.advance(11)
+    store.claim("w2", limit=1)  # the fresh one: lease valid for 100 s
+    assert len(store.requeue_expired(batch=2)) == 2
+    moved = store.requeue_expired(batch=10)
+    assert len(moved) == 3 and all(j.state is JobState.FAILED for j in moved)  # out of attempts
+    assert store.get(fresh).state is JobState.RENDERING
+    assert store.requeue_expired() == []
+    assert store.valid_lease_count() == 1
+
+
+def test_deadline_cancels_queued_and_rendering_in_batches(store, clock: FakeClock) -> None:  # type: ignore[no-untyped-def]
+    a = submit(store, deadline_s=5)
+    b = submit(store, deadline_s=5, lease_ttl_s=100)
+    store.claim("w", limit=1)
+    submit(store, deadline_s=500)
+    clock.advance(5)
+    assert len(store.cancel_past_deadline(batch=1)) == 1
+    assert len(store.cancel_past_deadline(batch=10)) == 1
+    assert {store.get(a).state, store.get(b).state} == {JobState.CANCELED}
+    assert store.get(a).last_error_code == "deadline_exceeded"
+    with pytest.raises(StaleAttempt):  # the rendering worker lost to the deadline
+        store.complete(a, 1, "w", art(a, 1))
+
+
+def test_cancel_on_request(store) -> None:  # type: ignore[no-untyped-def]
+    queued = submit(store)
+    rendering = submit(store)
+    store.claim("w", limit=1)
+    assert store.cancel(queued, actor="u").state is JobState.CANCELED
+    assert store.cancel(rendering, actor="u").state is JobState.CANCELED
+    with pytest.raises(StaleAttempt):
+        store.heartbeat(queued, 1, "w")
+    with pytest.raises(NotFound):
+        store.cancel("job_missing", actor="u")
+
+
+def test_release_hands_the_lease_back(store) -> None:  # type: ignore[no-untyped-def]
+    job_id = submit(store)
+    store.claim("w")
+    assert store.release(job_id, 1, "w").state is JobState.QUEUED
+    assert store.claim("w2")[0].attempt == 2
+
+
+def test_reads_and_audit_trail(store, clock: FakeClock) -> None:  # type: ignore[no-untyped-def]
+    job_id = submit(store)
+    store.claim("w")
+    clock.advance(1)
+    store.complete(job_id, 1, "w", art(job_id, 1))
+    other = submit(store, mode=Mode.RASTER)
+    assert [j.id for j in store.list_jobs(state=JobState.SUCCEEDED)] == [job_id]
+    assert [j.id for j in store.list_jobs(mode="raster")] == [other]
+    assert len(store.list_jobs(tenant="t1", limit=1)) == 1
+    events = store.audit_events(job_id)
+    assert [(e.from_state, e.to_state) for e in events] == [
+        (None, "queued"), ("queued", "rendering"), ("rendering", "succeeded")]
+    assert all((JobState(e.from_state) if e.from_state else None, JobState(e.to_state)) in ALLOWED_PAIRS
+               for e in events)
+    assert [e.attempt for e in events] == [0, 1, 1] and events[2].actor == "w"
+    store.record_event("download", actor="key_1", job_id=job_id, details={"bytes": 10})
+    result = verify_events(store.iter_audit(), store.audit_heads())
+    assert result.ok, result.problem
+    attempts = store.attempts(job_id)
+    assert len(attempts) == 1 and attempts[0].worker == "w" and attempts[0].outcome == "artifact_committed"
+    with pytest.raises(NotFound):
+        store.get("job_nope")
