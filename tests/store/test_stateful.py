@@ -3,6 +3,7 @@ deadlines and cancels across several workers, checked after every step on both s
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
@@ -51,7 +52,8 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(worker=st.sampled_from(WORKERS), limit=st.integers(1, 3))
     def claim(self, worker: str, limit: int) -> None:
         for c in self.store.claim(worker, limit=limit):
-            assert (c.job.id, c.attempt) not in {(j, a) for j, a, _ in self.leases}, "attempt handed out twice"
+            handed_out = {(j, a) for j, a, _ in self.leases}
+            assert (c.job.id, c.attempt) not in handed_out, "attempt handed out twice"
             self.leases.append((c.job.id, c.attempt, worker))
 
     def _expect_current(self, job_id: str, attempt: int, worker: str) -> bool:
@@ -130,7 +132,8 @@ class StoreMachine(RuleBasedStateMachine):
         events = self.store.audit_events(job_id)
         pairs = [(JobState(e.from_state) if e.from_state else None, JobState(e.to_state)) for e in events]
         assert all(p in ALLOWED_PAIRS for p in pairs), f"transition outside the table: {pairs}"
-        assert all(a[1] == b[0] for a, b in zip(pairs, pairs[1:], strict=False)), "a transition has no audit event"
+        linked = all(a[1] == b[0] for a, b in itertools.pairwise(pairs))
+        assert linked, "a transition has no audit event"
         assert pairs[-1][1] is state
 
     @invariant()
