@@ -11,7 +11,7 @@ import importlib
 import sys
 
 # Modules under docfence.cli that provide commands; each owns its own arguments.
-COMMAND_MODULES = ("watermark",)
+COMMAND_MODULES = ("watermark", "bench", "jobs", "keys", "serve")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -36,6 +37,9 @@ class Store(Protocol):
     def submit(self, new: NewJob) -> tuple[Job, bool]: ...
     def claim(self, worker: str, *, limit: int = 1) -> list[Claim]: ...
     def heartbeat(self, job_id: str, attempt: int, worker: str) -> datetime: ...
+    def heartbeat_many(
+        self, leases: Sequence[tuple[str, int]], worker: str
+    ) -> dict[tuple[str, int], datetime]: ...
     def complete(self, job_id: str, attempt: int, worker: str, artifact: ArtifactInfo) -> Job: ...
     def fail(
         self, job_id: str, attempt: int, worker: str, code: str, message: str, *, retryable: bool

@@ -4,9 +4,10 @@ in one transaction. Dialects supply connections, transactions and value conversi
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
+from functools import lru_cache
 from typing import Any, Protocol
 
 from docfence.core.clock import Clock
@@ -134,6 +135,15 @@ class SqlStore:
             raise LeaseLost(f"lease on job {job_id} attempt {attempt} is lost")
         expires: datetime = row["lease_expires_at"]
         return expires
+
+    def heartbeat_many(self, leases: Sequence[tuple[str, int]], worker: str) -> dict[tuple[str, int], datetime]:
+        """Extend all of a worker's leases in one transaction; a lease missing from the answer is lost."""
+        if not leases:
+            return {}
+        with self._tx() as tx:
+            rows = tx.all("heartbeat_many", leases=json.dumps([list(lease) for lease in leases]),
+                          worker=worker, now=self._now_param())
+        return {(r["id"], int(r["attempt"])): r["lease_expires_at"] for r in rows}
 
     # -- worker outcomes -----------------------------------------------------------------------
     def complete(self, job_id: str, attempt: int, worker: str, artifact: ArtifactInfo) -> Job:
@@ -449,11 +459,28 @@ class SqlStore:
         with self._tx(write=False) as tx:
             return [_api_key(r) for r in tx.all("list_api_keys", tenant=tenant)]
 
+    # -- benchmarks ------------------------------------------------------------------------------
+    def bench_fill_finished(self, n: int) -> None:
+        """Benchmarks only: add `n` finished jobs so claims run against a realistic backlog."""
+        with self._tx() as tx:
+            tx.run("bench_fill_finished", n=n, policy=json.dumps(JobPolicy().to_dict()))
+
+    def bench_raw_cycle(self, worker: str) -> bool:
+        """Benchmarks only: one bare claim and one bare fenced commit; False when nothing was queued."""
+        with self._tx() as tx:
+            row = tx.one("bench_raw_claim", worker=worker)
+        if row is None:
+            return False
+        with self._tx() as tx:
+            if tx.run("bench_raw_commit", id=row["id"], attempt=row["attempt"]) != 1:
+                raise StaleAttempt("raw commit lost its row")
+        return True
+
     # -- row mapping -------------------------------------------------------------------------------
     def _job(self, row: Row) -> Job:
         data = {k: row[k] for k in _JOB_FIELDS}
         data["state"] = JobState(row["state"])
-        data["policy"] = JobPolicy.from_dict(_json(row["policy"]))
+        data["policy"] = _policy(row["policy"])
         return Job(**data)
 
     def _event(self, row: Row) -> AuditEvent:
@@ -469,6 +496,18 @@ def _api_key(row: Row) -> ApiKey:
     data = dict(row)
     data["scopes"] = tuple(s for s in str(data["scopes"]).split(",") if s)
     return ApiKey(**data)
+
+
+def _policy(value: Any) -> JobPolicy:
+    if isinstance(value, str):
+        return _policy_from_text(value)
+    return JobPolicy.from_dict(value)
+
+
+@lru_cache(maxsize=256)
+def _policy_from_text(text: str) -> JobPolicy:
+    """Policies repeat across jobs; parsing is cached by their JSON text (they are immutable)."""
+    return JobPolicy.from_dict(json.loads(text))
 
 
 def _json(value: Any) -> Any:

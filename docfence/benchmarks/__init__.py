@@ -1,0 +1,1 @@
+"""Benchmarks behind `docfence bench ...`: each prints one JSON object of measured figures."""

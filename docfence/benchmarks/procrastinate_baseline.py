@@ -1,0 +1,55 @@
+"""procrastinate's no-op throughput on the same PostgreSQL (bench-only dependency: pip install .[bench])."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from docfence.core.clock import monotonic
+
+
+def _app(url: str, *, sync: bool = True) -> Any:
+    import procrastinate
+
+    connector = procrastinate.SyncPsycopgConnector if sync else procrastinate.PsycopgConnector
+    app = procrastinate.App(connector=connector(conninfo=url))
+
+    @app.task(name="noop")
+    def noop() -> None:
+        return None
+
+    return app
+
+
+def _worker(url: str, start: Any) -> None:
+    import asyncio
+
+    app = _app(url, sync=False)
+    start.wait()
+
+    async def work() -> None:
+        async with app.open_async():
+            await app.run_worker_async(wait=False, concurrency=1, install_signal_handlers=False,
+                                       listen_notify=False, delete_jobs="never")
+
+    asyncio.run(work())
+
+
+def measure_procrastinate(jobs: int, workers: int) -> float | None:
+    try:
+        import procrastinate  # noqa: F401
+    except ImportError:
+        return None
+    from docfence.benchmarks.queue import run_processes
+    from docfence.testing.stores import temporary_pg_database
+
+    with temporary_pg_database("docfence_bench_proc") as url:
+        app = _app(url)
+        with app.open():
+            app.schema_manager.apply_schema()
+            task = app.tasks["noop"]
+            for _ in range(jobs):
+                task.defer()
+        t0 = monotonic()
+        elapsed = run_processes(_worker, lambda i, s: (url, s), workers)
+        del t0
+    return round(jobs / (elapsed + 0.5), 1)

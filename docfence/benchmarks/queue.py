@@ -1,0 +1,155 @@
+"""Queue benchmark: no-op jobs through the full protocol (submit, claim, heartbeat, fenced commit,
+audit) in W worker processes, beside a raw-SQL claim+commit loop and procrastinate's no-op drain."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from docfence.core.clock import monotonic
+from docfence.core.errors import StaleAttempt, StoreUnavailable
+from docfence.core.policy import JobPolicy
+from docfence.core.records import ArtifactInfo, NewJob
+from docfence.store import open_store
+
+NOOP_SHA = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+
+def drain_worker(url: str, worker: str, batch: int, start: Any, log_path: str | None) -> None:
+    """Claim, heartbeat and commit no-op jobs until the queue stays empty. Logs (job, attempt) claims."""
+    store = open_store(url, migrate=False)
+    log = open(log_path, "a", encoding="utf-8") if log_path else None  # noqa: SIM115
+    start.wait()
+    idle_since: float | None = None
+    while True:
+        try:
+            claims = store.claim(worker, limit=batch)
+        except StoreUnavailable:
+            continue
+        if not claims:
+            idle_since = idle_since or monotonic()
+            if monotonic() - idle_since > 0.5:
+                break
+            continue
+        idle_since = None
+        held = store.heartbeat_many([(c.job.id, c.attempt) for c in claims], worker)
+        for c in claims:
+            if log:
+                log.write(f"{c.job.id} {c.attempt} {worker}\n")
+            if (c.job.id, c.attempt) not in held:
+                continue  # lease lost: discard
+            try:
+                store.complete(c.job.id, c.attempt, worker, ArtifactInfo(f"noop/{c.job.id}", NOOP_SHA, 0, 0))
+            except StaleAttempt:
+                continue
+    if log:
+        log.close()
+    store.close()
+
+
+def raw_worker(url: str, worker: str, start: Any) -> None:
+    store = open_store(url, migrate=False)
+    start.wait()
+    while store.bench_raw_cycle(worker):  # type: ignore[attr-defined]
+        pass
+    store.close()
+
+
+def enqueue(url: str, jobs: int) -> float:
+    store = open_store(url, migrate=False)
+    policy = JobPolicy(deadline_s=3600, lease_ttl_s=30)
+    t0 = monotonic()
+    for _ in range(jobs):
+        store.submit(NewJob(tenant="bench", policy=policy))
+    elapsed = monotonic() - t0
+    store.close()
+    return jobs / elapsed
+
+
+def run_processes(target: Callable[..., None], args_for: Callable[[int, Any], tuple[Any, ...]],
+                  workers: int) -> float:
+    """Start `workers` processes, release them together, return the wall time until all exit."""
+    ctx = mp.get_context("spawn")
+    start = ctx.Event()
+    procs = [ctx.Process(target=target, args=args_for(i, start)) for i in range(workers)]
+    for p in procs:
+        p.start()
+    t0 = monotonic()
+    start.set()
+    for p in procs:
+        p.join()
+        if p.exitcode != 0:
+            raise RuntimeError(f"bench worker exited with {p.exitcode}")
+    return monotonic() - t0 - 0.5  # each worker idles 0.5 s before deciding the queue is empty
+
+
+@contextmanager
+def fresh_store_url(kind: str) -> Iterator[str]:
+    if kind == "sqlite":
+        with tempfile.TemporaryDirectory(prefix="docfence-bench-") as tmp:
+            yield f"sqlite:///{Path(tmp) / 'bench.db'}"
+    elif kind == "postgres":
+        from docfence.testing.stores import temporary_pg_database
+
+        with temporary_pg_database("docfence_bench") as url:
+            yield url
+    else:
+        raise ValueError("store must be sqlite or postgres")
+
+
+def measure_docfence(kind: str, jobs: int, workers: int, batch: int, backlog: int) -> dict[str, Any]:
+    with fresh_store_url(kind) as url:
+        store = open_store(url)
+        if backlog:
+            store.bench_fill_finished(backlog)  # type: ignore[attr-defined]
+            _analyze(store)
+        store.close()
+        enqueue_rate = enqueue(url, jobs)
+        elapsed = run_processes(drain_worker, lambda i, s: (url, f"w{i}", batch, s, None), workers)
+        check = open_store(url, migrate=False)
+        counts = check.count_by_state()
+        check.close()
+    if counts["succeeded"] != jobs + backlog:
+        raise RuntimeError(f"not every job finished: {counts}")
+    return {"enqueue_per_s": round(enqueue_rate, 1), "drain_per_s": round(jobs / elapsed, 1)}
+
+
+def measure_raw(kind: str, jobs: int, workers: int) -> float:
+    with fresh_store_url(kind) as url:
+        open_store(url).close()
+        enqueue(url, jobs)
+        elapsed = run_processes(raw_worker, lambda i, s: (url, f"r{i}", s), workers)
+    return round(jobs / elapsed, 1)
+
+
+def _analyze(store: Any) -> None:
+    """ANALYZE the backlog, the situation in which SQLite's planner may abandon a partial index."""
+    if store.dialect == "sqlite":
+        store._conn().execute("ANALYZE")
+    else:
+        with store._conn().transaction():
+            store._conn().execute("ANALYZE jobs")
+
+
+def run(kind: str, jobs: int, workers: int, *, batch: int = 10, backlog: int = 0,
+        baselines: bool = True) -> dict[str, Any]:
+    result: dict[str, Any] = {"store": kind, "jobs": jobs, "workers": workers, "batch": batch,
+                              "finished_backlog": backlog}
+    result.update(measure_docfence(kind, jobs, workers, batch, backlog))
+    if baselines:
+        raw = measure_raw(kind, jobs, workers)
+        result["raw_drain_per_s"] = raw
+        result["ratio_vs_raw"] = round(result["drain_per_s"] / raw, 2)
+        if kind == "postgres":
+            from docfence.benchmarks.procrastinate_baseline import measure_procrastinate
+
+            proc = measure_procrastinate(jobs, workers)
+            result["procrastinate_drain_per_s"] = proc
+            result["ratio_vs_procrastinate"] = round(result["drain_per_s"] / proc, 2) if proc else None
+    result["cpu_count"] = os.cpu_count()
+    return result
