@@ -18,8 +18,17 @@ def staging_key(tenant: str, job_id: str, attempt: int) -> str:
 
 
 def artifact_key(tenant: str, job_id: str, attempt: int) -> str:
-    """The published key, named after the attempt whose fenced commit made it visible."""
-    return f"{job_prefix(tenant, job_id)}artifact/{attempt}.pdf"
+    """The published key is the winning attempt's staging object: no copy happens after the commit,
+    so a crash between commit and publication cannot lose it. Other attempts' objects are orphans."""
+    return staging_key(tenant, job_id, attempt)
+
+
+def attempt_of_staging_key(key: str) -> int | None:
+    """The attempt number in a staging key, or None when the key is not a staging object."""
+    parts = key.split("/")
+    if len(parts) == 6 and parts[3] == "staging" and parts[4].isdigit():
+        return int(parts[4])
+    return None
 
 
 def staging_prefix(tenant: str, job_id: str) -> str:

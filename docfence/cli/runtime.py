@@ -1,0 +1,152 @@
+"""`docfence db upgrade`, `worker`, `reconcile` and `ops ...` (pause, resume, drain, set-mode, status)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Any
+
+from docfence.config import load_settings
+from docfence.core.clock import monotonic
+from docfence.core.errors import DocfenceError
+from docfence.core.policy import Mode
+
+
+def register(sub: Any) -> None:
+    register_demo(sub)
+    db = sub.add_parser("db", help="database schema")
+    db_sub = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
+    db_sub.add_parser("upgrade", help="apply pending migrations").set_defaults(func=db_upgrade)
+
+    worker = sub.add_parser("worker", help="claim and render jobs until SIGTERM")
+    worker.add_argument("--until-idle", action="store_true", help="exit when no job is queued")
+    worker.add_argument("--max-jobs", type=int, default=None)
+    worker.add_argument("--no-reconcile", action="store_true", help="do not run the reconciler in-process")
+    worker.set_defaults(func=run_worker_cmd)
+
+    rec = sub.add_parser("reconcile", help="requeue expired leases, cancel past deadlines, delete orphans")
+    rec.add_argument("--once", action="store_true", help="one bounded pass, then exit")
+    rec.set_defaults(func=reconcile)
+
+    ops = sub.add_parser("ops", help="rollback operations: pause/resume claims, drain, set a class's mode")
+    ops_sub = ops.add_subparsers(dest="ops_command", required=True, metavar="ACTION")
+    for name, helptext in (("pause", "stop new claims"), ("resume", "allow claims again")):
+        p = ops_sub.add_parser(name, help=helptext)
+        p.add_argument("--mode", choices=[m.value for m in Mode], help="only this mode (default: all)")
+        p.add_argument("--reason", default=None)
+        p.set_defaults(func=pause_resume)
+    drain = ops_sub.add_parser("drain", help="wait until no valid lease remains")
+    drain.add_argument("--mode", choices=[m.value for m in Mode])
+    drain.add_argument("--timeout", type=float, default=300.0)
+    drain.set_defaults(func=drain_cmd)
+    mode = ops_sub.add_parser("set-mode", help="the mode NEW jobs of a class get (existing jobs keep theirs)")
+    mode.add_argument("document_class")
+    mode.add_argument("mode", choices=[m.value for m in Mode])
+    mode.set_defaults(func=set_mode)
+    ops_sub.add_parser("status", help="pauses, class modes, queue depth").set_defaults(func=ops_status)
+
+
+def _runtime() -> Any:
+    from docfence.runtime import Runtime
+
+    return Runtime.open(load_settings())
+
+
+def db_upgrade(args: argparse.Namespace) -> int:
+    from docfence.store import open_store
+
+    store = open_store(load_settings().database_url, migrate=False)
+    applied = store.migrate()
+    print("applied: " + ", ".join(applied) if applied else "schema is up to date")
+    return 0
+
+
+def run_worker_cmd(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from docfence.runtime import Runtime, run_worker
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    settings = load_settings()
+    if args.no_reconcile:
+        settings = replace(settings, worker=replace(settings.worker, reconcile_in_process=False))
+    rt = Runtime.open(settings)
+    counters = run_worker(rt, until_idle=args.until_idle, max_jobs=args.max_jobs)
+    print(json.dumps(counters.__dict__))
+    rt.close()
+    return 0
+
+
+def reconcile(args: argparse.Namespace) -> int:
+    import threading
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    rt = _runtime()
+    rec = rt.reconciler()
+    if args.once:
+        print(json.dumps(rec.run_once().__dict__))
+    else:
+        rec.run_forever(threading.Event())
+    return 0
+
+
+def pause_resume(args: argparse.Namespace) -> int:
+    rt = _runtime()
+    scope = args.mode or "all"
+    if args.ops_command == "pause":
+        rt.store.pause_claims(scope, actor="cli", reason=args.reason)
+    else:
+        rt.store.resume_claims(scope, actor="cli")
+    print(f"{args.ops_command}d claims for {scope}; paused now: {rt.store.paused_scopes() or 'nothing'}")
+    return 0
+
+
+def drain_cmd(args: argparse.Namespace) -> int:
+    import time
+
+    rt = _runtime()
+    start = monotonic()
+    while (n := rt.store.valid_lease_count(mode=args.mode)) > 0:
+        if monotonic() - start > args.timeout:
+            print(f"timed out: {n} valid lease(s) remain", file=sys.stderr)
+            return 1
+        print(f"waiting: {n} valid lease(s)", file=sys.stderr)
+        time.sleep(1.0)
+    print("drained: no valid leases remain")
+    return 0
+
+
+def set_mode(args: argparse.Namespace) -> int:
+    rt = _runtime()
+    try:
+        rt.settings.document_class(args.document_class)
+    except DocfenceError as exc:
+        print(exc.message, file=sys.stderr)
+        return 2
+    rt.store.set_class_mode(args.document_class, args.mode, actor="cli")
+    print(f"new jobs of class {args.document_class} now get mode {args.mode}; existing jobs keep theirs")
+    return 0
+
+
+def ops_status(args: argparse.Namespace) -> int:
+    rt = _runtime()
+    print(json.dumps({"paused": rt.store.paused_scopes(), "class_modes": rt.store.class_modes(),
+                      "jobs_by_state": rt.store.count_by_state(),
+                      "valid_leases": rt.store.valid_lease_count()}, indent=2))
+    return 0
+
+
+def register_demo(sub: Any) -> None:
+    demo = sub.add_parser("demo", help="run sample jobs end to end on SQLite + a local folder")
+    demo.add_argument("--dir", default="docfence-demo", help="where the database and files go")
+    demo.set_defaults(func=demo_cmd)
+
+
+def demo_cmd(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from docfence.demo import run_demo
+
+    return run_demo(Path(args.dir), sys.stdout)

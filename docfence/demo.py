@@ -1,0 +1,114 @@
+"""`docfence demo`: the embedded default in one command. A SQLite file and a local folder under
+./docfence-demo/, generated sample PDFs (vector and raster), a worker and reconciler in-process,
+live progress, and each job's terminal state, artifact path, sha256 and validation summary."""
+
+from __future__ import annotations
+
+import io
+import logging
+import threading
+from dataclasses import replace
+from pathlib import Path
+from typing import TextIO
+
+from docfence.config import DocumentClass, Settings, WorkerConfig
+from docfence.core.clock import monotonic
+from docfence.core.policy import Mode, WatermarkSpec
+from docfence.core.records import Job
+from docfence.core.states import JobState
+from docfence.runtime import Runtime, run_worker
+from docfence.service import Principal, Service, SubmitRequest
+
+SAMPLES = [  # (sample name, document class)
+    ("links", "clinical-summary"), ("rotated", "clinical-summary"), ("offset_boxes", "clinical-summary"),
+    ("form", "clinical-summary"), ("unicode", "clinical-summary"), ("mixed_sizes", "preview"),
+    ("rotated", "preview"), ("long_40_pages", "clinical-summary"),
+]
+
+
+def demo_settings(base: Path) -> Settings:
+    mark = WatermarkSpec(text="Vertraulich – Dr. Müller / 患者", opacity=0.3)
+    return Settings(
+        database_url=f"sqlite:///{base / 'docfence.db'}",
+        storage_url=f"file:{base / 'objects'}",
+        default_class="clinical-summary",
+        classes={
+            "clinical-summary": DocumentClass("clinical-summary", mode=Mode.VECTOR, deadline_s=120,
+                                              watermark=mark),
+            "preview": DocumentClass("preview", mode=Mode.RASTER, dpi=100, deadline_s=120, watermark=mark),
+        },
+        worker=WorkerConfig(lease_ttl_s=10, heartbeat_interval_s=2, batch=1, poll_interval_s=0.2,
+                            reconcile_interval_s=1),
+    )
+
+
+def _sample(name: str) -> bytes:
+    from docfence.engines import samples
+
+    if name == "long_40_pages":
+        return samples.many_pages(40)
+    return samples.all_samples()[name]
+
+
+def run_demo(base: Path, out: TextIO) -> int:
+    base.mkdir(parents=True, exist_ok=True)
+    (base / "objects").mkdir(exist_ok=True)
+    logging.basicConfig(level=logging.WARNING)
+    settings = demo_settings(base.resolve())
+    rt = Runtime.open(settings)
+    service = Service(settings, rt.store, rt.regions)
+    principal = Principal("demo", "demo", ("admin",))
+    started = monotonic()
+    jobs: list[tuple[str, Job]] = []
+    for name, cls in SAMPLES:
+        job, _ = service.submit(principal, io.BytesIO(_sample(name)), SubmitRequest(document_class=cls))
+        jobs.append((name, job))
+        print(f"submitted {job.id}  {name:<14} class={cls:<17} mode={job.mode}", file=out)
+    done = threading.Event()
+    monitor = threading.Thread(target=_progress, args=(rt, [j.id for _, j in jobs], done, out), daemon=True)
+    monitor.start()
+    run_worker(replace(rt, settings=settings), until_idle=True, install_signals=False)
+    done.set()
+    monitor.join()
+    ok = _summary(rt, base, jobs, out)
+    print(f"finished in {monotonic() - started:.1f} s; database {base / 'docfence.db'}", file=out)
+    rt.close()
+    return 0 if ok else 1
+
+
+def _progress(rt: Runtime, ids: list[str], done: threading.Event, out: TextIO) -> None:
+    from docfence.store import open_store
+
+    store = open_store(rt.settings.database_url, migrate=False)  # its own connection for this thread
+    last = ""
+    while not done.wait(0.5):
+        counts: dict[str, int] = {}
+        for job_id in ids:
+            state = store.get(job_id).state.value
+            counts[state] = counts.get(state, 0) + 1
+        line = "progress: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+        if line != last:
+            print(line, file=out, flush=True)
+            last = line
+    store.close()
+
+
+def _summary(rt: Runtime, base: Path, jobs: list[tuple[str, Job]], out: TextIO) -> bool:
+    all_ok = True
+    print("\nresults:", file=out)
+    for name, submitted in jobs:
+        job = rt.store.get(submitted.id)
+        art = rt.store.artifact(job.id)
+        if job.state is JobState.SUCCEEDED and art is not None:
+            checks = art.validation.get("checks", [])
+            passed = sum(1 for c in checks if c.get("ok"))
+            path = base / "objects" / art.key
+            print(f"  {job.id} {name:<14} {job.mode:<6} succeeded  pages={art.pages:<3} "
+                  f"validation={'ok' if art.validation.get('ok') else 'FAILED'} ({passed}/{len(checks)} checks)",
+                  file=out)
+            print(f"      sha256 {art.sha256}\n      {path}", file=out)
+        else:
+            all_ok = False
+            print(f"  {job.id} {name:<14} {job.mode:<6} {job.state.value}  "
+                  f"{job.last_error_code}: {job.last_error_message}", file=out)
+    return all_ok

@@ -1,0 +1,93 @@
+"""The reconciler: requeue expired leases, fail jobs out of attempts, cancel jobs past their deadline,
+delete orphaned staging objects. Every pass is bounded, idempotent and safe on many machines at once
+(the store's fenced predicates and SKIP LOCKED make concurrent passes harmless)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+
+from docfence.blobs.regions import RegionRouter
+from docfence.core.errors import DocfenceError, NotFound
+from docfence.layout import attempt_of_staging_key
+from docfence.store.base import Store
+
+log = logging.getLogger("docfence.reconciler")
+
+
+@dataclass(frozen=True)
+class ReconcileConfig:
+    batch: int = 100
+    interval_s: float = 2.0
+    gc_batch: int = 500  # staging objects examined per region per pass
+
+
+@dataclass
+class ReconcileResult:
+    requeued: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    canceled: list[str] = field(default_factory=list)
+    staging_deleted: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> int:
+        return len(self.requeued) + len(self.failed) + len(self.canceled) + len(self.staging_deleted)
+
+
+class Reconciler:
+    def __init__(self, store: Store, regions: RegionRouter | None, config: ReconcileConfig) -> None:
+        if config.batch < 1 or config.interval_s <= 0:
+            raise DocfenceError("reconciler batch and interval must be positive")
+        self.store, self.regions, self.config = store, regions, config
+
+    def run_once(self) -> ReconcileResult:
+        result = ReconcileResult()
+        for job in self.store.requeue_expired(batch=self.config.batch):
+            (result.failed if job.state.terminal else result.requeued).append(job.id)
+        result.canceled = [j.id for j in self.store.cancel_past_deadline(batch=self.config.batch)]
+        if self.regions is not None:
+            result.staging_deleted = self.collect_orphans()
+        if result.changed:
+            log.info("reconciled: %d requeued, %d failed, %d canceled, %d orphans deleted",
+                     len(result.requeued), len(result.failed), len(result.canceled),
+                     len(result.staging_deleted))
+        return result
+
+    def collect_orphans(self) -> list[str]:
+        """Delete staging objects no fenced commit can ever publish: attempts older than the job's
+        current attempt, and any attempt of a terminal job other than the committed one."""
+        deleted: list[str] = []
+        assert self.regions is not None
+        for region in self.regions.approved():
+            blobs = self.regions.for_region(region)
+            examined = 0
+            for key in blobs.list("jobs"):
+                attempt = attempt_of_staging_key(key)
+                if attempt is None:
+                    continue
+                examined += 1
+                if self._is_orphan(key.split("/")[2], attempt):
+                    blobs.delete(key)
+                    deleted.append(key)
+                if examined >= self.config.gc_batch:
+                    break
+        return deleted
+
+    def _is_orphan(self, job_id: str, attempt: int) -> bool:
+        try:
+            job = self.store.get(job_id)
+        except NotFound:
+            return True
+        if not job.state.terminal:
+            return attempt < job.attempt
+        artifact = self.store.artifact(job_id)
+        return artifact is None or artifact.attempt != attempt
+
+    def run_forever(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                self.run_once()
+            except DocfenceError as exc:
+                log.warning("reconcile pass failed: %s", exc.code)
+            stop.wait(self.config.interval_s)

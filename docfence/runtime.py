@@ -1,0 +1,63 @@
+"""Wiring for long-running processes: the store and region storage from Settings, a worker with its
+in-process reconciler, and signal handling (SIGTERM: stop claiming, finish or hand leases back)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from dataclasses import dataclass
+
+from docfence.blobs.regions import RegionRouter
+from docfence.config import Settings
+from docfence.maintenance.reconciler import ReconcileConfig, Reconciler
+from docfence.store import open_store
+from docfence.store.base import Store
+from docfence.worker.runner import Counters, Worker
+
+log = logging.getLogger("docfence")
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    store: Store
+    regions: RegionRouter
+
+    @classmethod
+    def open(cls, settings: Settings) -> Runtime:
+        return cls(settings, open_store(settings.database_url),
+                   RegionRouter.from_config(settings.region_urls()))
+
+    def reconciler(self) -> Reconciler:
+        cfg = ReconcileConfig(batch=self.settings.reconcile_batch,
+                              interval_s=self.settings.worker.reconcile_interval_s)
+        return Reconciler(self.store, self.regions, cfg)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def run_worker(rt: Runtime, *, until_idle: bool = False, max_jobs: int | None = None,
+               install_signals: bool = True) -> Counters:
+    """Run one worker (and, by default, a reconciler thread) until SIGTERM/SIGINT or idle."""
+    worker = Worker(rt.settings, rt.store, rt.regions)
+    stop_reconciler = threading.Event()
+    thread = None
+    if rt.settings.worker.reconcile_in_process:
+        thread = threading.Thread(target=rt.reconciler().run_forever, args=(stop_reconciler,),
+                                  name="reconciler", daemon=True)
+        thread.start()
+    if install_signals:
+        def on_signal(signum: int, _frame: object) -> None:
+            log.info("signal %d: no more claims; finishing or handing back current work", signum)
+            worker.stopping.set()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+    try:
+        return worker.run(until_idle=until_idle, max_jobs=max_jobs)
+    finally:
+        stop_reconciler.set()
+        if thread is not None:
+            thread.join(timeout=5)

@@ -1,0 +1,1 @@
+"""The worker: claim -> child process renders -> heartbeat -> fenced commit; discard when stale."""

@@ -1,0 +1,64 @@
+"""The one test hook for fault injection. Inert unless DOCFENCE_FAULTS is set (tests set it).
+
+DOCFENCE_FAULTS="point=action[,point=action...]" with points:
+  after_claim, after_staging_upload, before_commit, heartbeat, storage_write, render
+and actions:
+  kill        SIGKILL this process at that point (a real crash)
+  sleep:S     stall for S seconds (e.g. to let the lease expire while the worker keeps running)
+  drop_db     close the store's database connection (the next statement must reconnect)
+  fail        raise the error a real failure at that point would raise
+  once:ACTION do ACTION only the first time in this process tree (marker file in DOCFENCE_FAULTS_DIR)
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+POINTS = ("after_claim", "after_staging_upload", "before_commit", "heartbeat", "storage_write", "render")
+
+
+class InjectedFault(Exception):
+    """Raised by a `fail` action."""
+
+
+def _parse(spec: str) -> dict[str, str]:
+    out = {}
+    for item in filter(None, (s.strip() for s in spec.split(","))):
+        point, _, action = item.partition("=")
+        if point not in POINTS:
+            raise ValueError(f"unknown fault point {point!r}")
+        out[point] = action
+    return out
+
+
+def fault_point(point: str, *, store: Any = None) -> None:
+    """Run the configured action for `point`, if any."""
+    spec = os.environ.get("DOCFENCE_FAULTS")
+    if not spec:
+        return
+    action = _parse(spec).get(point)
+    if not action:
+        return
+    if action.startswith("once:"):
+        marker = Path(os.environ.get("DOCFENCE_FAULTS_DIR", "/tmp")) / f"docfence-fault-{point}"
+        try:
+            marker.touch(exist_ok=False)
+        except FileExistsError:
+            return
+        action = action.removeprefix("once:")
+    _act(action, store)
+
+
+def _act(action: str, store: Any) -> None:
+    if action == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif action.startswith("sleep:"):
+        time.sleep(float(action.split(":", 1)[1]))  # a real stall, not the clock: the test wants it
+    elif action == "drop_db" and store is not None:
+        store.close()
+    elif action == "fail":
+        raise InjectedFault("injected fault")

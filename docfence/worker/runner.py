@@ -1,0 +1,215 @@
+"""One worker process: claim, render in a child under limits, stage, fenced commit; discard when stale.
+
+Only the parent talks to the store and holds leases; the child only turns bytes into bytes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from docfence.blobs.regions import RegionRouter
+from docfence.config import Settings
+from docfence.core.clock import monotonic
+from docfence.core.errors import BlobError, DocfenceError, StaleAttempt, StoreError
+from docfence.core.ids import new_id
+from docfence.core.records import ArtifactInfo, Claim
+from docfence.layout import staging_key
+from docfence.store.base import Store
+from docfence.worker import child
+from docfence.worker.faults import fault_point
+from docfence.worker.leases import Lease, LeaseKeeper
+
+log = logging.getLogger("docfence.worker")
+
+
+@dataclass
+class Counters:
+    claimed: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    retried: int = 0
+    discarded: int = 0
+
+
+class Worker:
+    def __init__(self, settings: Settings, store: Store, regions: RegionRouter, *,
+                 worker_id: str | None = None) -> None:
+        self.settings, self.cfg, self.store, self.regions = settings, settings.worker, store, regions
+        self.id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{new_id('w')[-6:]}"
+        self.leases = LeaseKeeper(store, self.id, self.cfg.heartbeat_interval_s)
+        self.stopping = threading.Event()
+        self.counters = Counters()
+        self._scratch = Path(tempfile.mkdtemp(prefix="docfence-worker-"))
+
+    def run(self, *, until_idle: bool = False, max_jobs: int | None = None) -> Counters:
+        """Claim and process jobs until `stopping` is set (SIGTERM), the queue is idle, or max_jobs."""
+        self.leases.start()
+        try:
+            while not self.stopping.is_set():
+                claims = self._claim()
+                if not claims:
+                    if until_idle:
+                        break
+                    self._wait_for_work()
+                    continue
+                for claim in claims:
+                    self._process_or_release(claim)
+                if max_jobs is not None and self.counters.claimed >= max_jobs:
+                    break
+        finally:
+            self.leases.stop()
+        return self.counters
+
+    def _claim(self) -> list[Claim]:
+        try:
+            claims = self.store.claim(self.id, limit=self.cfg.batch)
+        except StoreError as exc:
+            log.warning("claim failed: %s", exc.code)
+            self.stopping.wait(self.cfg.poll_interval_s)
+            return []
+        self.counters.claimed += len(claims)
+        return claims
+
+    def _wait_for_work(self) -> None:
+        wait = getattr(self.store, "wait_for_work", None)
+        if wait is not None:
+            try:
+                wait(self.cfg.poll_interval_s)
+                return
+            except Exception:  # LISTEN is an optimisation; polling still finds the work
+                log.debug("listen failed; polling")
+        self.stopping.wait(self.cfg.poll_interval_s)
+
+    def _process_or_release(self, claim: Claim) -> None:
+        lease = self.leases.hold(claim.job.id, claim.attempt, claim.job.policy.lease_ttl_s)
+        try:
+            if self.stopping.is_set():  # shutting down before we started: hand it back at once
+                self._release(claim)
+                return
+            fault_point("after_claim")
+            self.process(claim, lease)
+        finally:
+            self.leases.drop(lease)
+
+    def process(self, claim: Claim, lease: Lease) -> None:
+        job, attempt = claim.job, claim.attempt
+        ctx = {"job_id": job.id, "attempt": attempt}
+        log.info("rendering", extra=ctx)
+        workdir = self._scratch / f"{job.id}-{attempt}"
+        workdir.mkdir()
+        try:
+            store = self.regions.for_region(job.region)
+            if job.input_key is None:
+                raise BlobError("the job has no input")
+            (workdir / "input.pdf").write_bytes(store.get(job.input_key, expected_sha256=job.input_sha256))
+            outcome = self._render(claim, lease, workdir)
+            if outcome is None:
+                return  # lease lost or shutdown: nothing recorded as success
+            if not outcome.ok:
+                self._fail(claim, outcome.error_code or "render_error", outcome.error_message or "",
+                           outcome.retryable)
+                return
+            self._stage_and_commit(claim, lease, workdir / "output.pdf", outcome)
+        except StaleAttempt:
+            self.counters.discarded += 1
+            log.warning("stale attempt; output discarded", extra=ctx)
+        except BlobError as exc:
+            self._fail(claim, exc.code, exc.message, True)
+        finally:
+            for path in workdir.iterdir():
+                path.unlink()
+            workdir.rmdir()
+
+    def _render(self, claim: Claim, lease: Lease, workdir: Path) -> child.RenderOutcome | None:
+        limits = claim.job.policy.limits
+        output = str(workdir / "output.pdf")
+        proc = child.context().Process(
+            target=child.render_child,
+            args=(str(workdir / "input.pdf"), output, _policy_json(claim), limits.render_memory_mb,
+                  int(limits.render_timeout_s) + 1),
+        )
+        proc.start()
+        deadline = monotonic() + limits.render_timeout_s
+        while proc.is_alive():
+            proc.join(timeout=0.05)
+            if lease.lost.is_set() or self._grace_over():
+                proc.kill()
+                proc.join()
+                if lease.lost.is_set():
+                    self.counters.discarded += 1
+                    log.warning("lease lost; render killed and discarded",
+                                extra={"job_id": claim.job.id, "attempt": claim.attempt})
+                else:
+                    self._release(claim)
+                return None
+            if monotonic() > deadline:
+                proc.kill()
+                proc.join()
+                return child.RenderOutcome(False, error_code="render_resource_exceeded",
+                                           error_message="rendering exceeded its time limit", retryable=False)
+        result = child.read_outcome(output)
+        if result is None:  # killed (OOM, signal) or crashed before writing its outcome
+            return child.RenderOutcome(False, error_code="render_crashed",
+                                       error_message=f"the render process died (exit {proc.exitcode})",
+                                       retryable=True)
+        return result
+
+    def _grace_over(self) -> bool:
+        if not self.stopping.is_set():
+            return False
+        self._stop_seen = getattr(self, "_stop_seen", None) or monotonic()
+        return monotonic() - self._stop_seen > self.cfg.shutdown_grace_s
+
+    def _stage_and_commit(self, claim: Claim, lease: Lease, output: Path, outcome: child.RenderOutcome) -> None:
+        job, attempt = claim.job, claim.attempt
+        size = output.stat().st_size
+        if size > job.policy.limits.max_output_bytes:
+            self._fail(claim, "render_resource_exceeded", "the output exceeds its size limit", False)
+            return
+        store = self.regions.for_region(job.region)
+        key = staging_key(job.tenant, job.id, attempt)
+        fault_point("storage_write")
+        with output.open("rb") as fh:
+            info = store.put_stream(key, fh, max_bytes=job.policy.limits.max_output_bytes)
+        fault_point("after_staging_upload")
+        if lease.lost.is_set():
+            raise StaleAttempt("lease lost before commit")
+        fault_point("before_commit")
+        artifact = ArtifactInfo(key, info.sha256, info.bytes, outcome.pages, outcome.validation or {})
+        try:
+            self.store.complete(job.id, attempt, self.id, artifact)
+        except StaleAttempt:
+            store.delete(key)  # ours, attempt-specific, never committed: discard it
+            raise
+        self.counters.succeeded += 1
+        log.info("committed", extra={"job_id": job.id, "attempt": attempt})
+
+    def _fail(self, claim: Claim, code: str, message: str, retryable: bool) -> None:
+        try:
+            job = self.store.fail(claim.job.id, claim.attempt, self.id, code, message, retryable=retryable)
+        except StaleAttempt:
+            self.counters.discarded += 1
+            return
+        if job.state.terminal:
+            self.counters.failed += 1
+        else:
+            self.counters.retried += 1
+        log.info("attempt failed: %s", code, extra={"job_id": claim.job.id, "attempt": claim.attempt})
+
+    def _release(self, claim: Claim) -> None:
+        try:
+            self.store.release(claim.job.id, claim.attempt, self.id)
+        except DocfenceError:
+            pass  # stale or unreachable: the reconciler requeues it when the lease expires
+
+
+def _policy_json(claim: Claim) -> str:
+    import json
+
+    return json.dumps(claim.job.policy.to_dict())
