@@ -27,7 +27,7 @@ SAMPLES = [  # (sample name, document class)
 
 
 def demo_settings(base: Path) -> Settings:
-    mark = WatermarkSpec(text="Vertraulich – Dr. Müller / 患者", opacity=0.3)
+    mark = WatermarkSpec(text="Vertraulich \u2013 Dr. M\u00fcller / \u60a3\u8005", opacity=0.3)
     return Settings(
         database_url=f"sqlite:///{base / 'docfence.db'}",
         storage_url=f"file:{base / 'objects'}",
@@ -103,9 +103,9 @@ def _summary(rt: Runtime, base: Path, jobs: list[tuple[str, Job]], out: TextIO) 
             checks = art.validation.get("checks", [])
             passed = sum(1 for c in checks if c.get("ok"))
             path = base / "objects" / art.key
+            verdict = "ok" if art.validation.get("ok") else "FAILED"
             print(f"  {job.id} {name:<14} {job.mode:<6} succeeded  pages={art.pages:<3} "
-                  f"validation={'ok' if art.validation.get('ok') else 'FAILED'} ({passed}/{len(checks)} checks)",
-                  file=out)
+                  f"validation={verdict} ({passed}/{len(checks)} checks)", file=out)
             print(f"      sha256 {art.sha256}\n      {path}", file=out)
         else:
             all_ok = False

@@ -136,7 +136,9 @@ class SqlStore:
         expires: datetime = row["lease_expires_at"]
         return expires
 
-    def heartbeat_many(self, leases: Sequence[tuple[str, int]], worker: str) -> dict[tuple[str, int], datetime]:
+    def heartbeat_many(
+        self, leases: Sequence[tuple[str, int]], worker: str
+    ) -> dict[tuple[str, int], datetime]:
         """Extend all of a worker's leases in one transaction; a lease missing from the answer is lost."""
         if not leases:
             return {}

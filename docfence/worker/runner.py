@@ -5,6 +5,7 @@ Only the parent talks to the store and holds leases; the child only turns bytes 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -166,7 +167,9 @@ class Worker:
         self._stop_seen = getattr(self, "_stop_seen", None) or monotonic()
         return monotonic() - self._stop_seen > self.cfg.shutdown_grace_s
 
-    def _stage_and_commit(self, claim: Claim, lease: Lease, output: Path, outcome: child.RenderOutcome) -> None:
+    def _stage_and_commit(
+        self, claim: Claim, lease: Lease, output: Path, outcome: child.RenderOutcome
+    ) -> None:
         job, attempt = claim.job, claim.attempt
         size = output.stat().st_size
         if size > job.policy.limits.max_output_bytes:
@@ -203,10 +206,9 @@ class Worker:
         log.info("attempt failed: %s", code, extra={"job_id": claim.job.id, "attempt": claim.attempt})
 
     def _release(self, claim: Claim) -> None:
-        try:
+        # stale or unreachable: the reconciler requeues it when the lease expires
+        with contextlib.suppress(DocfenceError):
             self.store.release(claim.job.id, claim.attempt, self.id)
-        except DocfenceError:
-            pass  # stale or unreachable: the reconciler requeues it when the lease expires
 
 
 def _policy_json(claim: Claim) -> str:
