@@ -31,6 +31,7 @@ from docfence.core.records import (
 )
 from docfence.core.states import Event, JobState, transition
 from docfence.store.audit import event_hash
+from docfence.store.reports import ReportQueries
 
 Row = dict[str, Any]
 
@@ -43,7 +44,7 @@ class Tx(Protocol):
     def run(self, name: str, **params: Any) -> int: ...
 
 
-class SqlStore:
+class SqlStore(ReportQueries):
     """The Store implementation over a dialect's `_tx()`; see store/base.py for the contract."""
 
     dialect = "sql"

@@ -53,10 +53,18 @@ def _render(input_path: str, output_path: str, policy_json: str) -> RenderOutcom
 
     try:
         fault_point("render")
-        from docfence import engines
+        from docfence.core.policy import Kind
 
         policy = JobPolicy.from_dict(json.loads(policy_json))
-        result = engines.process(Path(input_path).read_bytes(), policy)
+        data = Path(input_path).read_bytes()
+        if policy.kind is Kind.REPORT:  # the input is a frozen template version + its data (JSON)
+            from docfence.engines.report_job import render_report_job
+
+            result = render_report_job(data, policy)
+        else:
+            from docfence import engines
+
+            result = engines.process(data, policy)
         with open(output_path, "wb") as fh:
             fh.write(result.output)
             fh.flush()
