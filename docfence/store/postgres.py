@@ -66,6 +66,9 @@ class PostgresStore(SqlStore):
     @contextmanager
     def _tx(self, *, write: bool = True) -> Iterator[_PgTx]:
         conn = self._conn()
+        if conn.broken or conn.pgconn.status != 0:  # dropped since last use: reconnect once
+            self._drop()
+            conn = self._conn()
         try:
             with conn.transaction():
                 yield _PgTx(conn, self.queries)
@@ -79,6 +82,12 @@ class PostgresStore(SqlStore):
                 self._drop()
                 raise StoreUnavailable("the PostgreSQL connection failed") from exc
             raise StoreError(f"PostgreSQL error ({exc.sqlstate})") from exc
+
+    def drop_connection(self) -> None:
+        """Close this thread's connection abruptly, as a network drop would (fault tests)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.pgconn.finish()
 
     def _drop(self) -> None:
         conn = getattr(self._local, "conn", None)

@@ -1,10 +1,319 @@
 """Report-pipeline records in the store: templates, report requests, schedules, provider observations.
 
-A mixin of SqlStore: it uses the same `_tx()` and named queries (queries/<dialect>/reports.sql).
+A mixin of SqlStore: it uses the same `_tx()` and named queries (queries/<dialect>/reports.sql). Jobs
+are only ever moved by SqlStore's fenced transitions; the one claim here mirrors `claim_jobs`.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from docfence.core.errors import LeaseLost, NotFound
+from docfence.core.records import Claim, Job
+from docfence.core.states import Event, JobState, transition
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from docfence.core.records import AuditEvent
+    from docfence.store.sqlstore import Row, Tx
+
+REPORTS_CHAIN = "reports"  # the audit chain of template, request and schedule events
+
+
+@dataclass(frozen=True)
+class TemplateInfo:
+    """One immutable template version without its bodies."""
+
+    id: str
+    version: int
+    name: str
+    sha256: str
+    created_at: datetime
+    created_by: str
+
+    @property
+    def ref(self) -> str:
+        return f"{self.id}@{self.version}"
+
+
+@dataclass(frozen=True)
+class TemplateVersion:
+    """A template version with its bodies; `assets` maps names to base64 text."""
+
+    info: TemplateInfo
+    html: str
+    css: str
+    assets: dict[str, str]
+    schema: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ReportRequest:
+    """Owner: the caller. Unique on (tenant, subject, period, template@version)."""
+
+    id: str
+    tenant: str
+    subject: str
+    period: str
+    template_id: str
+    template_version: int
+    template_sha256: str
+    variant: str | None
+    document_class: str
+    region: str
+    retention_until: datetime
+    processor: str
+    data_sha256: str
+    schedule_id: str | None
+    created_at: datetime
+    created_by: str
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """"template X@v, monthly on day D": the run on day D of month M requests period M-1."""
+
+    id: str
+    tenant: str
+    subject: str
+    template_id: str
+    template_version: int
+    day_of_month: int
+    catch_up_periods: int
+    variant: str | None
+    document_class: str
+    processor: str
+    last_period: str | None
+    created_at: datetime
+    created_by: str
+
+
+@dataclass(frozen=True)
+class ProviderObservation:
+    """The last pass of a provider-rendered job: last stated status and when the last pass happened."""
+
+    job_id: str
+    attempt: int
+    provider: str
+    provider_job_id: str | None
+    status: str | None
+    kind: str
+    http_status: int | None
+    reason: str | None
+    observed_at: datetime
+    passes: int
+    outcome: str | None
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def _template_info(row: Row) -> TemplateInfo:
+    return TemplateInfo(row["id"], int(row["version"]), row["name"], row["sha256"], row["created_at"],
+                        row["created_by"])
+
+
+def _template(row: Row) -> TemplateVersion:
+    return TemplateVersion(_template_info(row), row["html"], row["css"], dict(_json(row["assets"])),
+                           dict(_json(row["json_schema"])))
+
+
+def _fields(cls: type, row: Row) -> dict[str, Any]:
+    return {name: row[name] for name in cls.__dataclass_fields__}  # type: ignore[attr-defined]
+
 
 class ReportQueries:
-    """Methods are added by the report pipeline; each runs named queries inside `self._tx()`."""
+    """Report-pipeline methods of SqlStore; each runs named queries inside `self._tx()`."""
+
+    if TYPE_CHECKING:
+        def _tx(self, *, write: bool = True) -> AbstractContextManager[Tx]: ...
+        def _now_param(self) -> datetime | None: ...
+        def _job(self, row: Row) -> Job: ...
+        def _append_event(self, tx: Tx, action: str, *, actor: str, job_id: str | None,
+                          reason: str | None, details: dict[str, Any], chain: str) -> AuditEvent: ...
+        def _append_job_event(self, tx: Tx, row: Row, event: Event, *, actor: str,
+                              from_state: JobState | None, to_state: JobState,
+                              details: dict[str, Any] | None = None,
+                              reason_detail: str | None = None) -> None: ...
+
+    # -- templates ---------------------------------------------------------------------------------
+    def insert_template_version(
+        self, template_id: str, *, name: str, sha256: str, html: str, css: str, assets: dict[str, str],
+        schema: dict[str, Any], actor: str,
+    ) -> TemplateVersion:
+        """Add version max+1 of `template_id` (a new version; an existing one is never changed)."""
+        with self._tx() as tx:
+            row = tx.one("insert_template_version", id=template_id, template_name=name, sha256=sha256, html=html,
+                         css=css, assets=json.dumps(assets, sort_keys=True),
+                         json_schema=json.dumps(schema, sort_keys=True), created_by=actor,
+                         now=self._now_param())
+            assert row is not None
+            self._append_event(tx, "template_version_created", actor=actor, job_id=None, reason=None,
+                               details={"template": f"{template_id}@{row['version']}", "sha256": sha256},
+                               chain=REPORTS_CHAIN)
+        return _template(row)
+
+    def get_template(self, template_id: str, version: int | None = None) -> TemplateVersion:
+        """One version (the newest when `version` is None); raises NotFound."""
+        with self._tx(write=False) as tx:
+            if version is None:
+                row = tx.one("get_latest_template", id=template_id)
+            else:
+                row = tx.one("get_template", id=template_id, version=version)
+        if row is None:
+            raise NotFound(f"no template {template_id}@{version or 'latest'}")
+        return _template(row)
+
+    def list_templates(self, template_id: str | None = None, *, limit: int = 500) -> list[TemplateInfo]:
+        with self._tx(write=False) as tx:
+            return [_template_info(r) for r in tx.all("list_templates", id=template_id, limit=limit)]
+
+    # -- report requests ---------------------------------------------------------------------------
+    def insert_report_request(
+        self, *, actor: str, retention_s: float, **fields: Any
+    ) -> tuple[ReportRequest, bool]:
+        """Create the request, or return the one with the same (tenant, subject, period, template@version)."""
+        with self._tx() as tx:
+            row = tx.one("insert_report_request", created_by=actor, retention_s=retention_s,
+                         now=self._now_param(), **fields)
+            if row is None:
+                keys = ("tenant", "subject", "period", "template_id", "template_version")
+                found = tx.one("find_report_request", **{k: fields[k] for k in keys})
+                if found is None:  # the id itself collided: vanishingly unlikely with random ids
+                    raise NotFound("the report request could not be created")
+                return ReportRequest(**_fields(ReportRequest, found)), False
+            self._append_event(
+                tx, "report_request_created", actor=actor, job_id=None, reason=None, chain=REPORTS_CHAIN,
+                details={"request_id": row["id"], "period": row["period"], "processor": row["processor"],
+                         "region": row["region"],
+                         "template": f"{row['template_id']}@{row['template_version']}"},
+            )
+        return ReportRequest(**_fields(ReportRequest, row)), True
+
+    def get_report_request(self, request_id: str) -> ReportRequest:
+        with self._tx(write=False) as tx:
+            row = tx.one("get_report_request", id=request_id)
+        if row is None:
+            raise NotFound(f"no report request {request_id}")
+        return ReportRequest(**_fields(ReportRequest, row))
+
+    def list_report_requests(self, tenant: str, *, limit: int = 100) -> list[ReportRequest]:
+        with self._tx(write=False) as tx:
+            rows = tx.all("list_report_requests", tenant=tenant, limit=limit)
+        return [ReportRequest(**_fields(ReportRequest, r)) for r in rows]
+
+    def request_jobs(self, request_id: str) -> list[Job]:
+        """The request's jobs, oldest first."""
+        with self._tx(write=False) as tx:
+            return [self._job(r) for r in tx.all("list_request_jobs", request_id=request_id)]
+
+    # -- schedules ---------------------------------------------------------------------------------
+    def insert_schedule(self, *, actor: str, **fields: Any) -> tuple[Schedule, bool]:
+        """Create a schedule, or return the one of the same (tenant, subject, template@version)."""
+        with self._tx() as tx:
+            row = tx.one("insert_schedule", created_by=actor, now=self._now_param(), **fields)
+            if row is None:
+                keys = ("tenant", "subject", "template_id", "template_version")
+                found = tx.one("find_schedule", **{k: fields[k] for k in keys})
+                if found is None:
+                    raise NotFound("the schedule could not be created")
+                return Schedule(**_fields(Schedule, found)), False
+            self._append_event(tx, "schedule_created", actor=actor, job_id=None, reason=None,
+                               details={"schedule_id": row["id"], "day_of_month": row["day_of_month"],
+                                        "template": f"{row['template_id']}@{row['template_version']}"},
+                               chain=REPORTS_CHAIN)
+        return Schedule(**_fields(Schedule, row)), True
+
+    def get_schedule(self, schedule_id: str) -> Schedule:
+        with self._tx(write=False) as tx:
+            row = tx.one("get_schedule", id=schedule_id)
+        if row is None:
+            raise NotFound(f"no schedule {schedule_id}")
+        return Schedule(**_fields(Schedule, row))
+
+    def list_schedules(self, tenant: str | None = None) -> list[Schedule]:
+        with self._tx(write=False) as tx:
+            return [Schedule(**_fields(Schedule, r)) for r in tx.all("list_schedules", tenant=tenant)]
+
+    def advance_schedule(
+        self, schedule_id: str, period: str, *, actor: str, request_id: str | None = None,
+        skipped: Sequence[str] = (),
+    ) -> bool:
+        """Move `last_period` forward to `period` (never back), audited as "schedule_run" (the request of
+        `period` exists) or "schedule_periods_skipped" (periods outside the catch-up window, no request).
+
+        False when another scheduler already recorded this period (or a later one)."""
+        with self._tx() as tx:
+            if tx.one("advance_schedule", id=schedule_id, period=period) is None:
+                return False
+            if skipped:
+                self._append_event(tx, "schedule_periods_skipped", actor=actor, job_id=None,
+                                   reason="outside_catch_up_window", chain=REPORTS_CHAIN,
+                                   details={"schedule_id": schedule_id, "periods": list(skipped)})
+            else:
+                self._append_event(tx, "schedule_run", actor=actor, job_id=None, reason=None,
+                                   chain=REPORTS_CHAIN,
+                                   details={"schedule_id": schedule_id, "period": period,
+                                            "request_id": request_id})
+        return True
+
+    # -- provider-rendered jobs --------------------------------------------------------------------
+    def claim_provider_jobs(self, worker: str, processors: Sequence[str], *, limit: int = 1) -> list[Claim]:
+        """Lease queued report jobs whose processor is in `processors`; the same fenced claim as `claim`."""
+        transition(Event.LEASE_ACQUIRED, JobState.QUEUED)
+        if not processors:
+            return []
+        with self._tx() as tx:
+            rows = tx.all("claim_provider_jobs", worker=worker, processors=json.dumps(list(processors)),
+                          limit=limit, now=self._now_param())
+            claims = []
+            for row in rows:
+                tx.run("insert_attempt", job_id=row["id"], attempt=row["attempt"], worker=worker,
+                       claimed_at=row["claimed_at"])
+                expires = row["lease_expires_at"]
+                self._append_job_event(
+                    tx, row, Event.LEASE_ACQUIRED, actor=worker, from_state=JobState.QUEUED,
+                    to_state=JobState.RENDERING, details={"lease_expires_at": expires.isoformat()},
+                )
+                job = self._job(row)
+                claims.append(Claim(job, job.attempt, worker, expires))
+        return claims
+
+    def record_provider_observation(
+        self, job_id: str, attempt: int, worker: str, *, provider: str, kind: str,
+        provider_job_id: str | None = None, status: str | None = None, http_status: int | None = None,
+        reason: str | None = None, observed_at: datetime | None = None,
+    ) -> ProviderObservation:
+        """Persist one pass and extend the lease, in one transaction; raises LeaseLost when stale."""
+        with self._tx() as tx:
+            if tx.one("heartbeat", id=job_id, attempt=attempt, worker=worker, now=self._now_param()) is None:
+                raise LeaseLost(f"lease on job {job_id} attempt {attempt} is lost")
+            row = tx.one("upsert_provider_observation", job_id=job_id, attempt=attempt, worker=worker,
+                         provider=provider, provider_job_id=provider_job_id, status=status, kind=kind,
+                         http_status=http_status, reason=reason, observed_at=observed_at,
+                         now=self._now_param())
+            if row is None:
+                raise LeaseLost(f"lease on job {job_id} attempt {attempt} is lost")
+        return ProviderObservation(**_fields(ProviderObservation, row))
+
+    def finish_provider_observation(
+        self, job_id: str, attempt: int, worker: str, outcome: str, *, details: dict[str, Any]
+    ) -> None:
+        """Record how polling ended, with a "provider_outcome" audit event (fenced by the lease)."""
+        with self._tx() as tx:
+            if tx.one("heartbeat", id=job_id, attempt=attempt, worker=worker, now=self._now_param()) is None:
+                raise LeaseLost(f"lease on job {job_id} attempt {attempt} is lost")
+            tx.one("finish_provider_observation", job_id=job_id, attempt=attempt, outcome=outcome)
+            self._append_event(tx, "provider_outcome", actor=worker, job_id=job_id, reason=outcome,
+                               details=details, chain=REPORTS_CHAIN)
+
+    def provider_observation(self, job_id: str) -> ProviderObservation | None:
+        with self._tx(write=False) as tx:
+            row = tx.one("get_provider_observation", job_id=job_id)
+        return ProviderObservation(**_fields(ProviderObservation, row)) if row else None

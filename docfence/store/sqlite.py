@@ -133,6 +133,10 @@ class SqliteStore(SqlStore):
         """Run a multi-statement named query (tests use `truncate_all`)."""
         self._conn().executescript(self.queries[name])
 
+    def drop_connection(self) -> None:
+        """Close this thread's handle abruptly (fault tests); the next call reopens the file."""
+        self.close()
+
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
         if conn is not None:

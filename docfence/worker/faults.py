@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +36,8 @@ def _parse(spec: str) -> dict[str, str]:
     return out
 
 
-def fault_point(point: str, *, store: Any = None) -> None:
-    """Run the configured action for `point`, if any."""
+def fault_point(point: str, *, store: Any = None, error: Callable[[], Exception] | None = None) -> None:
+    """Run the configured action for `point`, if any. `error` builds what a real failure raises."""
     spec = os.environ.get("DOCFENCE_FAULTS")
     if not spec:
         return
@@ -50,15 +51,15 @@ def fault_point(point: str, *, store: Any = None) -> None:
         except FileExistsError:
             return
         action = action.removeprefix("once:")
-    _act(action, store)
+    _act(action, store, error)
 
 
-def _act(action: str, store: Any) -> None:
+def _act(action: str, store: Any, error: Callable[[], Exception] | None) -> None:
     if action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     elif action.startswith("sleep:"):
         time.sleep(float(action.split(":", 1)[1]))  # a real stall, not the clock: the test wants it
     elif action == "drop_db" and store is not None:
-        store.close()
+        store.drop_connection()
     elif action == "fail":
-        raise InjectedFault("injected fault")
+        raise error() if error is not None else InjectedFault("injected fault")

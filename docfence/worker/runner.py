@@ -17,7 +17,7 @@ from pathlib import Path
 from docfence.blobs.regions import RegionRouter
 from docfence.config import Settings
 from docfence.core.clock import monotonic
-from docfence.core.errors import BlobError, DocfenceError, StaleAttempt, StoreError
+from docfence.core.errors import BlobError, DocfenceError, StaleAttempt, StoreError, StoreUnavailable
 from docfence.core.ids import new_id
 from docfence.core.records import ArtifactInfo, Claim
 from docfence.layout import staging_key
@@ -95,6 +95,9 @@ class Worker:
                 return
             fault_point("after_claim")
             self.process(claim, lease)
+        except StoreError as exc:  # the lease lapses and the reconciler requeues the job
+            log.warning("store error while processing: %s", exc.code,
+                        extra={"job_id": claim.job.id, "attempt": claim.attempt})
         finally:
             self.leases.drop(lease)
 
@@ -177,7 +180,7 @@ class Worker:
             return
         store = self.regions.for_region(job.region)
         key = staging_key(job.tenant, job.id, attempt)
-        fault_point("storage_write")
+        fault_point("storage_write", error=lambda: BlobError("injected storage write failure"))
         with output.open("rb") as fh:
             info = store.put_stream(key, fh, max_bytes=job.policy.limits.max_output_bytes)
         fault_point("after_staging_upload")
@@ -186,12 +189,35 @@ class Worker:
         fault_point("before_commit")
         artifact = ArtifactInfo(key, info.sha256, info.bytes, outcome.pages, outcome.validation or {})
         try:
-            self.store.complete(job.id, attempt, self.id, artifact)
+            self._commit(claim, artifact, lease)
         except StaleAttempt:
-            store.delete(key)  # ours, attempt-specific, never committed: discard it
-            raise
+            if not self._committed_as(claim, key):
+                store.delete(key)  # ours, attempt-specific, never committed: discard it
+                raise
         self.counters.succeeded += 1
         log.info("committed", extra={"job_id": job.id, "attempt": attempt})
+
+    def _commit(self, claim: Claim, artifact: ArtifactInfo, lease: Lease) -> None:
+        """The fenced commit, retried while the store is unreachable and our lease may still hold.
+        A retry after a lost answer sees StaleAttempt; the caller then checks what was committed."""
+        while True:
+            try:
+                self.store.complete(claim.job.id, claim.attempt, self.id, artifact)
+                return
+            except StoreUnavailable:
+                if lease.lost.is_set() or monotonic() - lease.confirmed_at > lease.ttl_s:
+                    raise StaleAttempt("the store stayed unreachable for a whole lease") from None
+                self.stopping.wait(0.2)
+
+    def _committed_as(self, claim: Claim, key: str) -> bool:
+        """Whether our own commit went through although its answer was lost."""
+        for _ in range(50):
+            try:
+                art = self.store.artifact(claim.job.id)
+                return art is not None and art.attempt == claim.attempt and art.key == key
+            except StoreUnavailable:
+                self.stopping.wait(0.2)
+        return True  # cannot tell: keep the object; the reconciler removes it if it is an orphan
 
     def _fail(self, claim: Claim, code: str, message: str, retryable: bool) -> None:
         try:

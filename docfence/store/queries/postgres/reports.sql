@@ -1,0 +1,138 @@
+-- The report pipeline's SQL (PostgreSQL). Same query names as sqlite/reports.sql; `:now` is the injected
+-- clock or NULL (then now()). Claims use FOR UPDATE SKIP LOCKED.
+
+-- name: insert_template_version
+-- Add the next version (max + 1) of a template; versions are never updated.
+INSERT INTO templates (id, version, name, sha256, html, css, assets, json_schema, created_at, created_by)
+SELECT :id, coalesce(max(version), 0) + 1, :template_name, :sha256, :html, :css, :assets::jsonb, :json_schema::jsonb,
+       coalesce(:now::timestamptz, now()), :created_by
+  FROM templates WHERE id = :id
+RETURNING *;
+
+-- name: get_template
+-- One template version.
+SELECT * FROM templates WHERE id = :id AND version = :version;
+
+-- name: get_latest_template
+-- The newest version of a template.
+SELECT * FROM templates WHERE id = :id ORDER BY version DESC LIMIT 1;
+
+-- name: list_templates
+-- Template versions (without their bodies), optionally of one template.
+SELECT id, version, name, sha256, created_at, created_by FROM templates
+ WHERE (:id IS NULL OR id = :id) ORDER BY id, version LIMIT :limit;
+
+-- name: insert_report_request
+-- Create a report request, or nothing when (tenant, subject, period, template@version) exists.
+INSERT INTO report_requests (id, tenant, subject, period, template_id, template_version, template_sha256,
+                             variant, document_class, region, retention_until, processor, data_sha256,
+                             schedule_id, created_at, created_by)
+SELECT :id, :tenant, :subject, :period, :template_id, :template_version, :template_sha256, :variant,
+       :document_class, :region, t.now + make_interval(secs => :retention_s), :processor, :data_sha256, :schedule_id, t.now,
+       :created_by
+  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS t
+ WHERE true
+ON CONFLICT DO NOTHING
+RETURNING *;
+
+-- name: find_report_request
+-- The request of a (tenant, subject, period, template@version).
+SELECT * FROM report_requests
+ WHERE tenant = :tenant AND subject = :subject AND period = :period AND template_id = :template_id
+   AND template_version = :template_version;
+
+-- name: get_report_request
+-- One report request by id.
+SELECT * FROM report_requests WHERE id = :id;
+
+-- name: list_report_requests
+-- A tenant's report requests, newest first, bounded.
+SELECT * FROM report_requests WHERE tenant = :tenant ORDER BY created_at DESC, id DESC LIMIT :limit;
+
+-- name: list_request_jobs
+-- The jobs of a report request, oldest first (a retry is a new job linked to the failed one).
+SELECT * FROM jobs WHERE report_request_id = :request_id ORDER BY created_at, id;
+
+-- name: insert_schedule
+-- Create a schedule, or nothing when (tenant, subject, template@version) already has one.
+INSERT INTO schedules (id, tenant, subject, template_id, template_version, day_of_month, catch_up_periods,
+                       variant, document_class, processor, last_period, created_at, created_by)
+VALUES (:id, :tenant, :subject, :template_id, :template_version, :day_of_month, :catch_up_periods,
+        :variant, :document_class, :processor, :last_period,
+        coalesce(:now::timestamptz, now()), :created_by)
+ON CONFLICT DO NOTHING
+RETURNING *;
+
+-- name: find_schedule
+-- The schedule of a (tenant, subject, template@version).
+SELECT * FROM schedules
+ WHERE tenant = :tenant AND subject = :subject AND template_id = :template_id
+   AND template_version = :template_version;
+
+-- name: get_schedule
+-- One schedule by id.
+SELECT * FROM schedules WHERE id = :id;
+
+-- name: list_schedules
+-- Schedules, optionally of one tenant, oldest first.
+SELECT * FROM schedules WHERE (:tenant IS NULL OR tenant = :tenant) ORDER BY created_at, id;
+
+-- name: advance_schedule
+-- Record that the request of :period exists; never moves a schedule backwards.
+UPDATE schedules SET last_period = :period
+ WHERE id = :id AND (last_period IS NULL OR last_period < :period)
+RETURNING *;
+
+-- name: claim_provider_jobs
+-- claim_jobs for report jobs whose processor is one of :processors (JSON array): same fenced claim.
+WITH picked AS (
+    SELECT q.id FROM jobs AS q
+     WHERE q.state = 'queued' AND q.kind = 'report'
+       AND q.run_after <= coalesce(:now::timestamptz, now())
+       AND q.deadline_at > coalesce(:now::timestamptz, now())
+       AND q.policy -> 'report' ->> 'processor' IN (SELECT jsonb_array_elements_text(:processors::jsonb))
+       AND NOT EXISTS (SELECT 1 FROM claim_pauses p WHERE p.scope IN ('all', q.mode))
+     ORDER BY q.run_after, q.id
+     LIMIT :limit
+       FOR UPDATE SKIP LOCKED)
+UPDATE jobs
+   SET state = 'rendering', attempt = jobs.attempt + 1, lease_owner = :worker,
+       lease_expires_at = coalesce(:now::timestamptz, now()) + make_interval(secs => jobs.lease_ttl_s),
+       heartbeat_at = coalesce(:now::timestamptz, now()), claimed_at = coalesce(:now::timestamptz, now()),
+       updated_at = coalesce(:now::timestamptz, now()), audit_seq = jobs.audit_seq + 1
+  FROM picked
+ WHERE jobs.id = picked.id AND jobs.state = 'queued'
+RETURNING jobs.*;
+
+-- name: upsert_provider_observation
+-- Persist one poll pass (fenced: only the current attempt's lease holder writes); zero rows = stale.
+INSERT INTO provider_observations (job_id, attempt, provider, provider_job_id, status, kind, http_status,
+                                   reason, observed_at, passes, outcome)
+SELECT :job_id, :attempt, :provider, :provider_job_id, :status, :kind, :http_status::integer, :reason,
+       coalesce(:observed_at::timestamptz, :now::timestamptz, now()), 1, NULL
+  FROM jobs
+ WHERE id = :job_id AND attempt = :attempt AND state = 'rendering' AND lease_owner = :worker
+ON CONFLICT (job_id) DO UPDATE SET
+       passes = CASE WHEN provider_observations.attempt = excluded.attempt
+                     THEN provider_observations.passes + 1 ELSE 1 END,
+       status = coalesce(excluded.status, CASE WHEN provider_observations.attempt = excluded.attempt
+                                               THEN provider_observations.status END),
+       provider_job_id = coalesce(excluded.provider_job_id, provider_observations.provider_job_id),
+       attempt = excluded.attempt, provider = excluded.provider, kind = excluded.kind,
+       http_status = excluded.http_status, reason = excluded.reason, observed_at = excluded.observed_at,
+       outcome = NULL
+RETURNING *;
+
+-- name: finish_provider_observation
+-- Record the terminal outcome of the current attempt's polling.
+UPDATE provider_observations SET outcome = :outcome
+ WHERE job_id = :job_id AND attempt = :attempt
+RETURNING *;
+
+-- name: get_provider_observation
+-- The last observation of a provider-rendered job.
+SELECT * FROM provider_observations WHERE job_id = :job_id;
+
+-- name: truncate_reports
+-- Tests only: empty the report pipeline's tables.
+TRUNCATE provider_observations, schedules, report_requests, templates;
