@@ -42,7 +42,7 @@ class DocumentClass:
 class WorkerConfig:
     lease_ttl_s: float = 30.0
     heartbeat_interval_s: float = 5.0
-    batch: int = 4
+    batch: int = 1  # rendering is heavy: a claimed-but-waiting job only delays its rescue
     poll_interval_s: float = 1.0
     shutdown_grace_s: float = 10.0
     reconcile_in_process: bool = True

@@ -87,10 +87,11 @@ SELECT id, attempt, max_attempts FROM jobs
    FOR UPDATE SKIP LOCKED;
 
 -- name: fence_expired
--- Requeue (or fail) one expired lease, re-checking expiry under the write lock.
+-- Requeue (or fail) one expired lease, re-checking expiry under the write lock. run_after is kept,
+-- so a rescued job goes back to its place ahead of newer work instead of the end of the queue.
 UPDATE jobs
    SET state = :to_state, lease_owner = NULL, lease_expires_at = NULL,
-       last_error_code = :error_code, last_error_message = :error_message, run_after = t.now,
+       last_error_code = :error_code, last_error_message = :error_message,
        finished_at = CASE WHEN :to_state::text = 'failed' THEN t.now END,
        updated_at = t.now, audit_seq = audit_seq + 1
   FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS t

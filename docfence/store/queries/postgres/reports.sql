@@ -20,7 +20,7 @@ SELECT * FROM templates WHERE id = :id ORDER BY version DESC LIMIT 1;
 -- name: list_templates
 -- Template versions (without their bodies), optionally of one template.
 SELECT id, version, name, sha256, created_at, created_by FROM templates
- WHERE (:id IS NULL OR id = :id) ORDER BY id, version LIMIT :limit;
+ WHERE (:id::text IS NULL OR id = :id) ORDER BY id, version LIMIT :limit;
 
 -- name: insert_report_request
 -- Create a report request, or nothing when (tenant, subject, period, template@version) exists.
@@ -75,7 +75,7 @@ SELECT * FROM schedules WHERE id = :id;
 
 -- name: list_schedules
 -- Schedules, optionally of one tenant, oldest first.
-SELECT * FROM schedules WHERE (:tenant IS NULL OR tenant = :tenant) ORDER BY created_at, id;
+SELECT * FROM schedules WHERE (:tenant::text IS NULL OR tenant = :tenant) ORDER BY created_at, id;
 
 -- name: advance_schedule
 -- Record that the request of :period exists; never moves a schedule backwards.

@@ -84,10 +84,11 @@ SELECT id, attempt, max_attempts FROM jobs INDEXED BY jobs_lease_idx
  ORDER BY lease_expires_at LIMIT :limit;
 
 -- name: fence_expired
--- Requeue (or fail) one expired lease, re-checking expiry under the write lock.
+-- Requeue (or fail) one expired lease, re-checking expiry under the write lock. run_after is kept,
+-- so a rescued job goes back to its place ahead of newer work instead of the end of the queue.
 UPDATE jobs
    SET state = :to_state, lease_owner = NULL, lease_expires_at = NULL,
-       last_error_code = :error_code, last_error_message = :error_message, run_after = t.now,
+       last_error_code = :error_code, last_error_message = :error_message,
        finished_at = CASE WHEN :to_state = 'failed' THEN t.now END,
        updated_at = t.now, audit_seq = audit_seq + 1
   FROM (SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now) AS t
