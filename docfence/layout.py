@@ -13,8 +13,8 @@ def input_key(tenant: str, job_id: str) -> str:
 
 
 def staging_key(tenant: str, job_id: str, attempt: int) -> str:
-    """Only attempt `attempt` ever writes here; nothing under staging/ is served."""
-    return f"{job_prefix(tenant, job_id)}staging/{attempt}/output.pdf"
+    """Only attempt `attempt` ever writes here; only the attempt whose fenced commit names it is served."""
+    return f"{job_prefix(tenant, job_id)}attempts/{attempt}/output.pdf"
 
 
 def artifact_key(tenant: str, job_id: str, attempt: int) -> str:
@@ -26,10 +26,10 @@ def artifact_key(tenant: str, job_id: str, attempt: int) -> str:
 def attempt_of_staging_key(key: str) -> int | None:
     """The attempt number in a staging key, or None when the key is not a staging object."""
     parts = key.split("/")
-    if len(parts) == 6 and parts[3] == "staging" and parts[4].isdigit():
+    if len(parts) == 6 and parts[3] == "attempts" and parts[4].isdigit():
         return int(parts[4])
     return None
 
 
 def staging_prefix(tenant: str, job_id: str) -> str:
-    return f"{job_prefix(tenant, job_id)}staging/"
+    return f"{job_prefix(tenant, job_id)}attempts/"

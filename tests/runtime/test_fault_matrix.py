@@ -80,7 +80,7 @@ def assert_one_winner(rt: Runtime, env: Env, job_id: str, *, min_attempt: int = 
     # orphans of other attempts are collected; only the winner's object remains
     def only_winner() -> bool:
         rt.reconciler().collect_orphans()
-        keys = [k for k in open_blob_store(env.storage_url).list("jobs") if "/staging/" in k]
+        keys = [k for k in open_blob_store(env.storage_url).list("jobs") if "/attempts/" in k]
         return keys == [art.key]
     wait_for(only_winner, 10, "orphaned staging objects to be deleted")
 
