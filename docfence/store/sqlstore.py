@@ -3,6 +3,7 @@ in one transaction. Dialects supply connections, transactions and value conversi
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -461,6 +462,38 @@ class SqlStore(ReportQueries):
     def list_api_keys(self, tenant: str | None = None) -> list[ApiKey]:
         with self._tx(write=False) as tx:
             return [_api_key(r) for r in tx.all("list_api_keys", tenant=tenant)]
+
+    # -- deletion and retention --------------------------------------------------------------------
+    def tombstone(self, job_id: str, *, actor: str, request_id: str | None, reason: str) -> Job:
+        """Mark a job's bytes deleted (cancelling it first when it is still active). The row, its
+        attempts and audit trail stay. Idempotent. The caller deletes the bytes after this commits,
+        so a stale attempt's late upload is always found by the sweep."""
+        job = self.get(job_id)
+        if not job.state.terminal:
+            with contextlib.suppress(IllegalTransition):  # it may have finished meanwhile
+                self.cancel(job_id, actor=actor, reason="deletion_requested")
+        with self._tx() as tx:
+            row = tx.one("tombstone_job", id=job_id, request_id=request_id, now=self._now_param())
+            if row is None:
+                raise StaleAttempt(f"job {job_id} is still active; retry the deletion")
+            tx.run("tombstone_artifact", job_id=job_id, deleted_at=row["deleted_at"])
+            fields = {
+                "job_id": job_id, "attempt": row["attempt"], "actor": actor, "action": "bytes_deletion",
+                "from_state": row["state"], "to_state": row["state"], "reason": reason,
+                "at": row["deleted_at"], "details": {"request_id": request_id},
+            }
+            digest = self._insert_event(tx, job_id, row["audit_seq"], row["audit_hash"], fields)
+            tx.run("set_job_audit_hash", id=job_id, hash=digest)
+        return self._job(row)
+
+    def retention_due(self, *, batch: int = 100) -> list[str]:
+        with self._tx(write=False) as tx:
+            return [r["id"] for r in tx.all("select_retention_due", limit=batch, now=self._now_param())]
+
+    def deleted_since(self, since: datetime, *, limit: int = 1000) -> list[tuple[str, str, str]]:
+        with self._tx(write=False) as tx:
+            rows = tx.all("select_deleted_since", since=since, limit=limit)
+        return [(r["id"], r["tenant"], r["region"]) for r in rows]
 
     # -- benchmarks ------------------------------------------------------------------------------
     def bench_fill_finished(self, n: int) -> None:
