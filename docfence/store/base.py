@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -60,6 +60,7 @@ class Store(Protocol):
     def artifact(self, job_id: str) -> Artifact | None: ...
     def audit_events(self, job_id: str) -> list[AuditEvent]: ...
     def audit_trail(self, *, after_seq: int = 0, limit: int = 1000) -> list[AuditEvent]: ...
+    def iter_audit(self, *, page: int = 1000) -> Iterator[AuditEvent]: ...
     def audit_heads(self) -> dict[str, tuple[int, str]]: ...
 
     # audit and operations
