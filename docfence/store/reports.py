@@ -149,8 +149,8 @@ class ReportQueries:
     ) -> TemplateVersion:
         """Add version max+1 of `template_id` (a new version; an existing one is never changed)."""
         with self._tx() as tx:
-            row = tx.one("insert_template_version", id=template_id, template_name=name, sha256=sha256, html=html,
-                         css=css, assets=json.dumps(assets, sort_keys=True),
+            row = tx.one("insert_template_version", id=template_id, template_name=name, sha256=sha256,
+                         html=html, css=css, assets=json.dumps(assets, sort_keys=True),
                          json_schema=json.dumps(schema, sort_keys=True), created_by=actor,
                          now=self._now_param())
             assert row is not None

@@ -21,8 +21,8 @@ from botocore.exceptions import ClientError
 from docfence.blobs import LocalBlobStore, RegionRouter, open_blob_store
 from docfence.blobs.s3 import MIN_PART_SIZE, S3BlobStore
 from docfence.core.clock import FakeClock
-from docfence.core.errors import BlobError, BlobNotFound, ConfigError, RegionNotApproved
-from docfence.testing.blob_contract import BlobHarness, BlobStoreContract, run_moto_server
+from docfence.core.errors import BlobError, BlobIntegrityError, BlobNotFound, ConfigError, RegionNotApproved
+from docfence.testing.blob_contract import ALL_BYTES, BlobHarness, BlobStoreContract, run_moto_server
 
 REGION = "eu-central-1"
 BUCKET = "docfence-test"
@@ -49,11 +49,17 @@ def moto_endpoint() -> Iterator[str]:
             yield endpoint
 
 
+@pytest.fixture(scope="session")
+def s3_client(moto_endpoint: str) -> Any:
+    """One raw client for the session: building a boto3 client costs ~0.2 s."""
+    return _raw_client(moto_endpoint)
+
+
 @pytest.fixture(params=["local", "s3"])
 def blob_harness(request: pytest.FixtureRequest, tmp_path: Path) -> BlobHarness:
     if request.param == "local":
         return _local_harness(LocalBlobStore(tmp_path / "blobs"))
-    return _s3_harness(request.getfixturevalue("moto_endpoint"))
+    return _s3_harness(request.getfixturevalue("s3_client"))
 
 
 def _raw_client(endpoint: str, **config: Any) -> Any:
@@ -86,10 +92,9 @@ def _local_harness(store: LocalBlobStore) -> BlobHarness:
     return BlobHarness(store, corrupt, leftovers)
 
 
-def _s3_harness(endpoint: str) -> BlobHarness:
+def _s3_harness(raw: Any) -> BlobHarness:
     prefix = f"t{uuid.uuid4().hex[:12]}/"  # one bucket, a fresh folder per test: also tests the prefix
-    store = S3BlobStore(BUCKET, prefix, endpoint_url=endpoint, region_name=REGION)
-    raw = _raw_client(endpoint)
+    store = S3BlobStore(BUCKET, prefix, client=raw)
 
     def corrupt(key: str) -> None:
         answer = raw.get_object(Bucket=BUCKET, Key=prefix + key)
@@ -97,13 +102,13 @@ def _s3_harness(endpoint: str) -> BlobHarness:
         raw.put_object(Bucket=BUCKET, Key=prefix + key, Body=body, Metadata=answer["Metadata"])
 
     def leftovers() -> list[str]:
-        return _unfinished_uploads(endpoint, prefix)
+        return _unfinished_uploads(raw, prefix)
 
     return BlobHarness(store, corrupt, leftovers)
 
 
-def _unfinished_uploads(endpoint: str, prefix: str) -> list[str]:
-    uploads = _raw_client(endpoint).list_multipart_uploads(Bucket=BUCKET, Prefix=prefix).get("Uploads", [])
+def _unfinished_uploads(raw: Any, prefix: str) -> list[str]:
+    uploads = raw.list_multipart_uploads(Bucket=BUCKET, Prefix=prefix).get("Uploads", [])
     return [f"upload:{u['Key']}" for u in uploads]
 
 
@@ -188,19 +193,21 @@ def test_local_root_must_be_a_folder(tmp_path: Path) -> None:
     (tmp_path / "file").write_bytes(b"")
     with pytest.raises(ConfigError):
         LocalBlobStore(tmp_path / "file")
+    with pytest.raises(ConfigError):
+        LocalBlobStore(Path("/"))
 
 
 # -- S3 ----------------------------------------------------------------------------------------------------
 
 
-def test_s3_multipart_stream_round_trip(moto_endpoint: str) -> None:
+def test_s3_multipart_stream_round_trip(moto_endpoint: str, s3_client: Any) -> None:
     prefix = f"t{uuid.uuid4().hex[:12]}"
     store = S3BlobStore(BUCKET, prefix, endpoint_url=moto_endpoint, part_size=MIN_PART_SIZE)
     data = os.urandom(MIN_PART_SIZE * 2 + 123)  # three parts
     info = store.put_stream("big/obj", io.BytesIO(data), max_bytes=len(data))
     assert store.get("big/obj", expected_sha256=info.sha256) == data
     assert store.stat("big/obj") == info
-    assert _unfinished_uploads(moto_endpoint, prefix) == []
+    assert _unfinished_uploads(s3_client, prefix) == []
 
 
 class _FailingComplete:
@@ -216,31 +223,38 @@ class _FailingComplete:
         raise ClientError({"Error": {"Code": "InternalError", "Message": "boom"}}, "CompleteMultipartUpload")
 
 
-def test_s3_failed_multipart_upload_is_aborted(moto_endpoint: str) -> None:
+def test_s3_failed_multipart_upload_is_aborted(s3_client: Any) -> None:
     prefix = f"t{uuid.uuid4().hex[:12]}"
-    client = _FailingComplete(_raw_client(moto_endpoint))
+    client = _FailingComplete(s3_client)
     store = S3BlobStore(BUCKET, prefix, client=client, part_size=MIN_PART_SIZE)
     data = os.urandom(MIN_PART_SIZE + 1)
     with pytest.raises(BlobError, match="InternalError"):
         store.put_stream("obj", io.BytesIO(data), max_bytes=len(data))
     assert not store.exists("obj")
-    assert _unfinished_uploads(moto_endpoint, prefix) == []
+    assert _unfinished_uploads(s3_client, prefix) == []
 
 
-def test_s3_objects_are_private_encrypted_and_carry_their_sha256(moto_endpoint: str) -> None:
+def test_s3_objects_are_private_encrypted_and_carry_their_sha256(moto_endpoint: str, s3_client: Any) -> None:
     store = S3BlobStore(
         BUCKET, "private", endpoint_url=moto_endpoint, region_name=REGION, server_side_encryption="AES256"
     )
     info = store.put("t1/out.pdf", b"%PDF-1.7")
-    raw = _raw_client(moto_endpoint)
-    head = raw.head_object(Bucket=BUCKET, Key="private/t1/out.pdf")
+    head = s3_client.head_object(Bucket=BUCKET, Key="private/t1/out.pdf")
     assert head["Metadata"] == {"sha256": info.sha256}
     assert head["ServerSideEncryption"] == "AES256"
-    grants = raw.get_object_acl(Bucket=BUCKET, Key="private/t1/out.pdf")["Grants"]
+    grants = s3_client.get_object_acl(Bucket=BUCKET, Key="private/t1/out.pdf")["Grants"]
     assert [g["Grantee"]["Type"] for g in grants] == ["CanonicalUser"]
 
 
-def test_s3_errors_are_translated_by_code(moto_endpoint: str) -> None:
+def test_s3_verifies_the_recorded_sha256_even_without_an_expected_one(s3_client: Any) -> None:
+    harness = _s3_harness(s3_client)
+    harness.store.put("k", ALL_BYTES)
+    harness.corrupt("k")
+    with pytest.raises(BlobIntegrityError):
+        harness.store.get("k")
+
+
+def test_s3_errors_are_translated_by_code(moto_endpoint: str, s3_client: Any) -> None:
     no_bucket = S3BlobStore("no-such-bucket", endpoint_url=moto_endpoint, region_name=REGION)
     with pytest.raises(BlobError, match="NoSuchBucket") as caught:
         no_bucket.get("x")
@@ -248,7 +262,7 @@ def test_s3_errors_are_translated_by_code(moto_endpoint: str) -> None:
     assert isinstance(caught.value.__cause__, ClientError)
 
     with pytest.raises(BlobNotFound) as missing:
-        S3BlobStore(BUCKET, endpoint_url=moto_endpoint, region_name=REGION).get("never/written")
+        S3BlobStore(BUCKET, client=s3_client).get("never/written")
     assert isinstance(missing.value.__cause__, ClientError)
 
     port_nobody_listens_on = f"http://127.0.0.1:{_closed_port()}"
@@ -282,13 +296,13 @@ def test_open_blob_store_file_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert (tmp_path / "rel/dir/k").read_bytes() == b"v"
 
 
-def test_open_blob_store_s3_url(moto_endpoint: str) -> None:
+def test_open_blob_store_s3_url(moto_endpoint: str, s3_client: Any) -> None:
     store = open_blob_store(f"s3://{BUCKET}/via-url/?endpoint_url={moto_endpoint}&region={REGION}&sse=AES256")
     assert isinstance(store, S3BlobStore)
     assert store.prefix == "via-url/"
     info = store.put("k", b"v")
     assert store.get("k", expected_sha256=info.sha256) == b"v"
-    assert _raw_client(moto_endpoint).get_object(Bucket=BUCKET, Key="via-url/k")["Body"].read() == b"v"
+    assert s3_client.get_object(Bucket=BUCKET, Key="via-url/k")["Body"].read() == b"v"
 
 
 @pytest.mark.parametrize(

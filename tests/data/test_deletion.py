@@ -81,10 +81,12 @@ def test_deletion_request_removes_every_byte(store, clock: FakeClock, storage_ur
         service.artifact_url_token(PRINCIPAL, job_id)
     assert getattr(refused.value, "code", "") in ("artifact_gone", "artifact_deleted", "gone")
     events = [e for e in store.audit_events(job_id) if e.action in ("bytes_deletion", "bytes_deleted")]
-    assert [(e.action, e.actor) for e in events] == [("bytes_deletion", "key:k1"), ("bytes_deleted", "key:k1")]
+    assert [(e.action, e.actor) for e in events] == [
+        ("bytes_deletion", "key:k1"), ("bytes_deleted", "key:k1")]
     assert events[0].details["request_id"] == "DR-17" and events[1].details["objects"] == 3
     # idempotent
-    assert DeletionService(store, service.router).delete_job(job_id, actor="x", request_id="DR-18").objects_deleted == 0
+    again = DeletionService(store, service.router).delete_job(job_id, actor="x", request_id="DR-18")
+    assert again.objects_deleted == 0
     assert store.get(job_id).deletion_request_id == "DR-17"
 
 
