@@ -1,0 +1,1 @@
+"""Conformance suites and factories used by tests; never imported by production code."""
