@@ -5,7 +5,6 @@ live progress, and each job's terminal state, artifact path, sha256 and validati
 from __future__ import annotations
 
 import io
-import logging
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -16,6 +15,7 @@ from docfence.core.clock import monotonic
 from docfence.core.policy import Mode, WatermarkSpec
 from docfence.core.records import Job
 from docfence.core.states import JobState
+from docfence.logs import configure as configure_logs
 from docfence.runtime import Runtime, run_worker
 from docfence.service import Principal, Service, SubmitRequest
 
@@ -53,7 +53,7 @@ def _sample(name: str) -> bytes:
 def run_demo(base: Path, out: TextIO) -> int:
     base.mkdir(parents=True, exist_ok=True)
     (base / "objects").mkdir(exist_ok=True)
-    logging.basicConfig(level=logging.WARNING)
+    configure_logs("WARNING")
     settings = demo_settings(base.resolve())
     rt = Runtime.open(settings)
     service = Service(settings, rt.store, rt.regions)

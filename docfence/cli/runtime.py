@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from typing import Any
 
@@ -12,6 +11,7 @@ from docfence.config import load_settings
 from docfence.core.clock import monotonic
 from docfence.core.errors import DocfenceError
 from docfence.core.policy import Mode
+from docfence.logs import configure as configure_logs
 
 
 def register(sub: Any) -> None:
@@ -68,7 +68,7 @@ def run_worker_cmd(args: argparse.Namespace) -> int:
 
     from docfence.runtime import Runtime, run_worker
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    configure_logs()
     settings = load_settings()
     if args.no_reconcile:
         settings = replace(settings, worker=replace(settings.worker, reconcile_in_process=False))
@@ -82,7 +82,7 @@ def run_worker_cmd(args: argparse.Namespace) -> int:
 def reconcile(args: argparse.Namespace) -> int:
     import threading
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    configure_logs()
     rt = _runtime()
     rec = rt.reconciler()
     if args.once:
