@@ -123,6 +123,11 @@ _WORKER_ENV = {
 }
 
 
+def environment() -> dict[str, str]:
+    """A copy of the process environment, for settings that name variables (e.g. provider keys)."""
+    return dict(os.environ)
+
+
 def load_settings(path: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None) -> Settings:
     """Build Settings from an optional TOML file and the DOCFENCE_* environment."""
     env = dict(os.environ if env is None else env)
@@ -152,7 +157,9 @@ def _build(data: dict[str, Any], env: dict[str, str]) -> Settings:
     for var, (name, typ) in _ENV.items():
         if var in env and env[var] != "":
             changes[name] = typ(env[var])
-    worker_changes = {name: float(env[var]) for var, name in _WORKER_ENV.items() if env.get(var)}
+    worker_changes: dict[str, Any] = {
+        name: float(env[var]) for var, name in _WORKER_ENV.items() if env.get(var)
+    }
     if "batch" in worker_changes:
         worker_changes["batch"] = int(worker_changes["batch"])
     if worker_changes:

@@ -11,7 +11,7 @@ import importlib
 import sys
 
 # Modules under docfence.cli that provide commands; each owns its own arguments.
-COMMAND_MODULES = ("runtime", "jobs", "keys", "serve", "data", "bench")
+COMMAND_MODULES = ("runtime", "watermark", "jobs", "keys", "serve", "data", "reports", "bench")
 
 
 def build_parser() -> argparse.ArgumentParser:

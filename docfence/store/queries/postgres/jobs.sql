@@ -40,6 +40,8 @@ WITH picked AS (
        AND q.run_after <= coalesce(:now::timestamptz, now())
        AND q.deadline_at > coalesce(:now::timestamptz, now())
        AND NOT EXISTS (SELECT 1 FROM claim_pauses p WHERE p.scope IN ('all', q.mode))
+       -- report jobs rendered by an outside provider belong to the dispatcher, not to workers
+       AND (q.kind <> 'report' OR coalesce(q.policy -> 'report' ->> 'processor', 'local') = 'local')
      ORDER BY q.run_after, q.id
      LIMIT :limit
        FOR UPDATE SKIP LOCKED)
@@ -223,7 +225,8 @@ SELECT * FROM class_modes ORDER BY document_class;
 
 -- name: truncate_all
 -- Tests only: empty every table.
-TRUNCATE audit_events, audit_chains, artifacts, attempts, claim_pauses, class_modes, jobs;
+TRUNCATE audit_events, audit_chains, artifacts, attempts, claim_pauses, class_modes, jobs,
+         provider_observations, report_requests, schedules, templates;
 
 -- name: insert_api_key
 -- Store a new key's hash (never the key).

@@ -45,6 +45,8 @@ UPDATE jobs
            AND q.run_after <= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)
            AND q.deadline_at > coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)
            AND NOT EXISTS (SELECT 1 FROM claim_pauses p WHERE p.scope IN ('all', q.mode))
+           -- report jobs rendered by an outside provider belong to the dispatcher, not to workers
+           AND (q.kind <> 'report' OR coalesce(json_extract(q.policy, '$.report.processor'), 'local') = 'local')
          ORDER BY q.run_after, q.id
          LIMIT :limit)
    AND jobs.state = 'queued'
@@ -220,6 +222,8 @@ SELECT * FROM class_modes ORDER BY document_class;
 -- Tests only: empty every table.
 DELETE FROM audit_events; DELETE FROM audit_chains; DELETE FROM artifacts; DELETE FROM attempts;
 DELETE FROM claim_pauses; DELETE FROM class_modes; DELETE FROM jobs;
+DELETE FROM provider_observations; DELETE FROM report_requests; DELETE FROM schedules;
+DELETE FROM templates;
 
 -- name: insert_api_key
 -- Store a new key's hash (never the key).

@@ -1,0 +1,243 @@
+"""`docfence templates create|list`, `docfence reports request|show|retry|schedule add|schedule run|
+dispatch`: thin commands over docfence.reports, against the store and storage named by the settings."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import threading
+import tomllib
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from docfence.config import environment, load_settings
+from docfence.core.clock import SystemClock
+from docfence.core.errors import ConfigError, DocfenceError
+from docfence.providers import ProviderConfig, from_dict
+
+log = logging.getLogger("docfence.cli")
+
+
+def register(sub: Any) -> None:
+    templates = sub.add_parser("templates", help="immutable, versioned report templates")
+    t_sub = templates.add_subparsers(dest="templates_command", metavar="ACTION", required=True)
+    create = t_sub.add_parser("create", help="store a folder as the next version of a template")
+    create.add_argument("--id", required=True, dest="template_id")
+    create.add_argument("--dir", required=True, help="template.html, style.css, schema.json + assets")
+    create.set_defaults(func=_guard(run_template_create))
+    listing = t_sub.add_parser("list", help="list template versions")
+    listing.add_argument("--id", dest="template_id")
+    listing.set_defaults(func=_guard(run_template_list))
+
+    reports = sub.add_parser("reports", help="report requests, retries, schedules, provider dispatch")
+    r_sub = reports.add_subparsers(dest="reports_command", metavar="ACTION", required=True)
+    request = r_sub.add_parser("request", help="create a report request (idempotent) and its job")
+    request.add_argument("--tenant", required=True)
+    request.add_argument("--subject", required=True)
+    request.add_argument("--period", required=True, help="e.g. 2026-11")
+    request.add_argument("--template", required=True, help="id@version")
+    request.add_argument("--data", help="JSON file with the report data (default: {})")
+    _request_options(request)
+    request.set_defaults(func=_guard(run_request))
+    for name, helptext, fn in (("show", "a request with its jobs", run_show),
+                               ("retry", "a new job linked to the failed one", run_retry)):
+        p = r_sub.add_parser(name, help=helptext)
+        p.add_argument("request_id")
+        p.set_defaults(func=_guard(fn))
+    _register_schedule(r_sub)
+    dispatch = r_sub.add_parser("dispatch", help="drive provider-rendered report jobs to terminal states")
+    dispatch.add_argument("--providers", required=True, help="TOML file with [providers.<name>] tables")
+    dispatch.add_argument("--once", action="store_true", help="one pass, then exit")
+    dispatch.add_argument("--interval", type=float, default=2.0, help="seconds between passes")
+    dispatch.set_defaults(func=_guard(run_dispatch))
+
+
+def _request_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--variant", choices=["pdf/a-3b", "pdf/ua-1"])
+    parser.add_argument("--class", dest="document_class")
+    parser.add_argument("--processor", default="local", help="local, or a provider named in --providers")
+    parser.add_argument("--providers", help="TOML file with [providers.<name>] tables")
+
+
+def _register_schedule(r_sub: Any) -> None:
+    schedule = r_sub.add_parser("schedule", help="monthly schedules")
+    s_sub = schedule.add_subparsers(dest="schedule_command", metavar="ACTION", required=True)
+    add = s_sub.add_parser("add", help="template X@v monthly on day D (requests period M-1 in month M)")
+    add.add_argument("--tenant", required=True)
+    add.add_argument("--subject", required=True)
+    add.add_argument("--template", required=True, help="id@version")
+    add.add_argument("--day", type=int, default=1, dest="day_of_month")
+    add.add_argument("--catch-up", type=int, default=3, dest="catch_up_periods")
+    add.add_argument("--start-period", help="YYYY-MM of the first request (default: the next one due)")
+    _request_options(add)
+    add.set_defaults(func=_guard(run_schedule_add))
+    run = s_sub.add_parser("run", help="one scheduler pass")
+    run.add_argument("--data-dir", required=True, help="<dir>/<tenant>/<subject>/<period>.json")
+    run.add_argument("--providers", help="TOML file with [providers.<name>] tables")
+    run.add_argument("--now", help="ISO time of the pass (default: now)")
+    run.set_defaults(func=_guard(run_schedule_run))
+
+
+def _guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    def wrapped(args: argparse.Namespace) -> int:
+        try:
+            return fn(args)
+        except DocfenceError as exc:
+            print(f"docfence: {exc.code}: {exc.message}", file=sys.stderr)
+            return 2
+
+    return wrapped
+
+
+def load_provider_configs(path: str | None) -> dict[str, ProviderConfig]:
+    """`[providers.<name>]` tables; credentials come from the variable each table names in auth_env."""
+    if not path:
+        return {}
+    try:
+        data = tomllib.loads(Path(path).read_text("utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read provider file {path}: {exc}") from exc
+    tables = data.get("providers", {})
+    if not isinstance(tables, dict) or not tables:
+        raise ConfigError("the provider file needs [providers.<name>] tables")
+    return {name: from_dict({"name": name, **table}, environ=environment()) for name, table in tables.items()}
+
+
+def _runtime() -> Any:
+    from docfence.runtime import Runtime
+
+    return Runtime.open(load_settings())
+
+
+def _requests(rt: Any, providers: str | None) -> Any:
+    from docfence.reports import ReportRequests
+
+    return ReportRequests(rt.settings, rt.store, rt.regions, processors=load_provider_configs(providers))
+
+
+def run_template_create(args: argparse.Namespace) -> int:
+    from docfence.reports import Templates
+
+    rt = _runtime()
+    try:
+        info, created = Templates(rt.store).create_from_dir(args.template_id, args.dir, actor="cli")
+    finally:
+        rt.close()
+    print(f"{info.ref}\t{info.sha256}\t{'created' if created else 'unchanged (identical to newest)'}")
+    return 0
+
+
+def run_template_list(args: argparse.Namespace) -> int:
+    from docfence.reports import Templates
+
+    rt = _runtime()
+    try:
+        for info in Templates(rt.store).list(args.template_id):
+            print(f"{info.ref}\t{info.name}\t{info.sha256}\t{info.created_at.isoformat()}\t{info.created_by}")
+    finally:
+        rt.close()
+    return 0
+
+
+def run_request(args: argparse.Namespace) -> int:
+    from docfence.reports import RequestSpec
+
+    data: dict[str, Any] = {}
+    if args.data:
+        data = json.loads(Path(args.data).read_text("utf-8"))
+    spec = RequestSpec(tenant=args.tenant, subject=args.subject, period=args.period, template=args.template,
+                       data=data, variant=args.variant, document_class=args.document_class,
+                       processor=args.processor)
+    rt = _runtime()
+    try:
+        detail, created = _requests(rt, args.providers).create(spec, actor="cli")
+    finally:
+        rt.close()
+    print(f"{detail.request.id}\t{'created' if created else 'existing'}\tjob {detail.jobs[-1].id}\t"
+          f"{detail.state}")
+    return 0
+
+
+def run_show(args: argparse.Namespace) -> int:
+    rt = _runtime()
+    try:
+        detail = _requests(rt, None).get(args.request_id)
+    finally:
+        rt.close()
+    r = detail.request
+    print(f"{r.id}\t{r.tenant}\t{r.subject}\t{r.period}\t{r.template_id}@{r.template_version}\t"
+          f"{r.processor}\t{r.region}\t{detail.state}")
+    for job in detail.jobs:
+        print(f"  job {job.id}\t{job.state.value}\tattempt {job.attempt}\tparent {job.parent_job_id or '-'}\t"
+              f"{job.last_error_code or ''}")
+    if detail.observation is not None:
+        o = detail.observation
+        print(f"  provider {o.provider}: last status {o.status or '-'} ({o.kind}) at "
+              f"{o.observed_at.isoformat()}, {o.passes} passes, outcome {o.outcome or '-'}")
+    return 0
+
+
+def run_retry(args: argparse.Namespace) -> int:
+    rt = _runtime()
+    try:
+        job = _requests(rt, None).retry(args.request_id, actor="cli")
+    finally:
+        rt.close()
+    print(f"job {job.id}\tparent {job.parent_job_id}\t{job.state.value}")
+    return 0
+
+
+def run_schedule_add(args: argparse.Namespace) -> int:
+    from docfence.reports.scheduler import add_schedule
+
+    rt = _runtime()
+    try:
+        schedule, created = add_schedule(
+            _requests(rt, args.providers), tenant=args.tenant, subject=args.subject, template=args.template,
+            day_of_month=args.day_of_month, catch_up_periods=args.catch_up_periods, variant=args.variant,
+            document_class=args.document_class, processor=args.processor, start_period=args.start_period,
+            actor="cli",
+        )
+    finally:
+        rt.close()
+    print(f"{schedule.id}\t{'created' if created else 'existing'}\tlast period {schedule.last_period}")
+    return 0
+
+
+def run_schedule_run(args: argparse.Namespace) -> int:
+    from docfence.reports.scheduler import DirectoryDataSource, Scheduler, SchedulerConfig
+
+    now = datetime.fromisoformat(args.now) if args.now else SystemClock().now()
+    rt = _runtime()
+    try:
+        config = SchedulerConfig(data_source=DirectoryDataSource(Path(args.data_dir)), actor="cli-scheduler")
+        result = Scheduler(config, _requests(rt, args.providers)).run_once(now)
+    finally:
+        rt.close()
+    print(json.dumps(result.__dict__, sort_keys=True))
+    return 1 if result.errors else 0
+
+
+def run_dispatch(args: argparse.Namespace) -> int:
+    from docfence.reports.dispatcher import Dispatcher, DispatcherConfig
+
+    providers = load_provider_configs(args.providers)
+    rt = _runtime()
+    stop = threading.Event()
+    try:
+        config = DispatcherConfig(providers=providers, worker_id=f"dispatcher-{os.getpid()}")
+        dispatcher = Dispatcher(config, rt.store, rt.regions)
+        while True:
+            result = dispatcher.run_once()
+            print(json.dumps(result.__dict__, sort_keys=True), flush=True)
+            if args.once or stop.wait(args.interval):
+                return 0
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        rt.close()

@@ -1,0 +1,46 @@
+"""The watermark engines: bytes in -> bytes out, no jobs, database or HTTP.
+
+`process` runs preflight -> vector or raster per policy -> validation; it raises DocumentError subclasses
+(ValidationFailed carries `.report`) and never returns an output that failed validation. Safe to call in a
+child process (no global state besides font caches).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from docfence.core.errors import ConfigError, OverLimits
+from docfence.core.policy import JobPolicy, Mode
+
+
+@dataclass(frozen=True)
+class ProcessResult:
+    output: bytes
+    pages: int
+    validation: dict[str, Any]
+    mode: str
+
+
+def process(data: bytes, policy: JobPolicy, *, password: str | None = None) -> ProcessResult:
+    """Watermark `data` per `policy`; raises DocumentError subclasses (ValidationFailed with `.report`)."""
+    from docfence.engines.preflight import preflight
+    from docfence.engines.raster import watermark_raster
+    from docfence.engines.validate import require_valid, validate
+    from docfence.engines.vector import watermark_vector
+
+    if policy.watermark is None:
+        raise ConfigError("a watermark job needs a watermark spec")
+    opened = preflight(data, policy, password)
+    mode = Mode(policy.mode).value
+    output = watermark_vector(opened, policy) if mode == "vector" else watermark_raster(data, opened, policy)
+    if len(output) > policy.limits.max_output_bytes:
+        raise OverLimits("The output is larger than the configured output limit.")
+    report = validate(data, output, policy.watermark, mode=mode, password=password, dpi=policy.dpi)
+    report["encrypted"] = opened.encrypted
+    report["notes"] = [*opened.notes, *report["notes"]]
+    require_valid(report)
+    return ProcessResult(output=output, pages=len(opened.pages), validation=report, mode=mode)
+
+
+__all__ = ["ProcessResult", "process"]

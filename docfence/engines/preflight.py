@@ -1,0 +1,239 @@
+"""Preflight: open untrusted PDF bytes and classify them before any work, failing closed with coded errors.
+
+Guarantees: every refusal is a DocumentError subclass with a plain-English message holding no document
+content; limits (bytes, pages, page area, objects, decompressed stream size) are checked before rendering.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import zlib
+from dataclasses import dataclass, field
+
+import pikepdf
+
+from docfence.core.errors import (
+    CorruptContent,
+    EncryptionForbidsModification,
+    InvalidPassword,
+    MalformedPdf,
+    NoPages,
+    NotAPdf,
+    OverLimits,
+    PageTreeInvalid,
+    PasswordRequired,
+    UnsupportedFeature,
+)
+from docfence.core.policy import JobPolicy, Limits
+from docfence.engines.geometry import PageGeometry, page_geometry
+
+_MAX_ZLIB_RATIO = 1032  # deflate cannot expand more than this; smaller streams cannot exceed a limit
+_MAX_TREE_DEPTH = 64
+_MAX_TRAILING_BYTES = 1024
+
+
+@dataclass
+class OpenedPdf:
+    """A PDF that passed preflight: its pages in order and how its encryption must be handled."""
+
+    pdf: pikepdf.Pdf
+    pages: list[pikepdf.Dictionary]
+    geometry: list[PageGeometry]
+    encrypted: bool
+    password: str
+    notes: list[str] = field(default_factory=list)
+
+
+def open_pdf(data: bytes, password: str | None = None) -> pikepdf.Pdf:
+    """Open bytes with pikepdf, translating its errors to ours (raises DocumentError subclasses)."""
+    try:
+        return pikepdf.open(io.BytesIO(data), password=password or "", inherit_page_attributes=False)
+    except pikepdf.PasswordError as exc:
+        if password:
+            raise InvalidPassword() from exc
+        raise PasswordRequired() from exc
+    except pikepdf.PdfError as exc:
+        raise classify_unopenable(data) from exc
+
+
+def preflight(data: bytes, policy: JobPolicy, password: str | None = None) -> OpenedPdf:
+    """Open and classify `data`; raise the most specific DocumentError when it cannot be processed."""
+    limits = policy.limits
+    check_bytes(data, limits)
+    pdf = open_pdf(data, password)
+    encrypted = bool(pdf.is_encrypted)
+    if encrypted:
+        check_encryption(policy, password)
+    if len(pdf.objects) > limits.max_objects:
+        raise OverLimits("The PDF has more objects than the configured limit.")
+    if "/XFA" in pdf.Root.get("/AcroForm", pikepdf.Dictionary()):
+        raise UnsupportedFeature("The PDF uses an XFA form, which cannot be watermarked faithfully.")
+    pages = collect_pages(pdf, limits.max_pages)
+    geometry = [page_geometry(page) for page in pages]
+    for geo in geometry:
+        if geo.media_area() > limits.max_page_area_pt2:
+            raise OverLimits("A page is larger than the configured maximum page area.")
+    check_streams(pdf, limits)
+    for page in pages:
+        check_page_content(page, limits)
+    opened = OpenedPdf(pdf, pages, geometry, encrypted, password or "")
+    if pdf.is_linearized:
+        opened.notes.append("the input's linearization is not kept (the output is not linearized)")
+    if encrypted:
+        opened.notes.append("the input's encryption and permissions are kept")
+    return opened
+
+
+def check_bytes(data: bytes, limits: Limits) -> None:
+    if len(data) > limits.max_input_bytes:
+        raise OverLimits("The file is larger than the configured input limit.")
+    if b"%PDF-" not in data[:1024]:
+        raise NotAPdf()
+    end = data.rfind(b"%%EOF")
+    if end < 0:
+        raise MalformedPdf("The PDF is truncated: it has no end-of-file marker.")
+    if len(data[end + 5 :].strip(b"\r\n\t \x00")) > _MAX_TRAILING_BYTES:
+        # a truncated incremental update leaves the previous revision's marker behind: refuse, don't guess
+        raise MalformedPdf("The PDF is truncated or has unexpected data after its end-of-file marker.")
+
+
+def check_encryption(policy: JobPolicy, password: str | None) -> None:
+    """Owner-password-only files (opened with the empty user password) follow the policy; fail closed.
+
+    A caller who supplies the password may process the file; the output keeps the encryption."""
+    if not password and policy.owner_password_policy != "keep":
+        raise EncryptionForbidsModification(
+            "The PDF is protected by an owner password and the policy refuses such files."
+        )
+
+
+def collect_pages(pdf: pikepdf.Pdf, max_pages: int) -> list[pikepdf.Dictionary]:
+    """Walk the page tree ourselves: loops and non-tree nodes are refused, the page limit fails fast."""
+    root = pdf.Root.get("/Pages")
+    if not isinstance(root, pikepdf.Dictionary) or "/Kids" not in root:
+        raise NoPages()
+    pages: list[pikepdf.Dictionary] = []
+    seen: set[tuple[int, int]] = set()
+    stack: list[tuple[pikepdf.Object, int]] = [(root, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if not isinstance(node, pikepdf.Dictionary) or depth > _MAX_TREE_DEPTH:
+            raise PageTreeInvalid()
+        if node.is_indirect:
+            if node.objgen in seen:
+                raise PageTreeInvalid()
+            seen.add(node.objgen)
+        kids = node.get("/Kids")
+        if node.get("/Type") == pikepdf.Name.Pages or (kids is not None and "/Contents" not in node):
+            if not isinstance(kids, pikepdf.Array):
+                raise PageTreeInvalid()
+            stack.extend((kid, depth + 1) for kid in reversed(list(kids)))
+            continue
+        pages.append(node)
+        if len(pages) > max_pages:
+            raise OverLimits("The PDF has more pages than the configured limit.")
+    if not pages:
+        raise NoPages()
+    if len(pages) != len(pdf.pages):
+        raise PageTreeInvalid()
+    return pages
+
+
+def check_streams(pdf: pikepdf.Pdf, limits: Limits) -> None:
+    """PDF bombs fail fast: images by declared size, big or chained-filter streams by bounded inflate."""
+    small = limits.max_stream_bytes // _MAX_ZLIB_RATIO
+    for obj in pdf.objects:
+        if not isinstance(obj, pikepdf.Stream):
+            continue
+        if obj.get("/Subtype") == pikepdf.Name.Image:
+            width, height = int(obj.get("/Width", 0)), int(obj.get("/Height", 0))
+            bpc = obj.get("/BitsPerComponent", 8)
+            bits = (
+                int(bpc)
+                if isinstance(bpc, int | pikepdf.Object) and not isinstance(bpc, pikepdf.Array)
+                else 8
+            )
+            if width * height * bits * 4 // 8 > limits.max_stream_bytes:
+                raise OverLimits("An image is larger than the configured decompressed size limit.")
+        filters = stream_filters(obj)
+        if not filters:
+            continue
+        raw_len = int(obj.get("/Length", 0))
+        if len(filters) == 1 and filters[0] != "/LZWDecode" and raw_len < small:
+            continue
+        if "/DL" in obj and int(obj.DL) > limits.max_stream_bytes:
+            raise OverLimits("A stream is larger than the configured decompressed size limit.")
+        if all(f == "/FlateDecode" for f in filters):
+            bounded_inflate(obj.read_raw_bytes(), len(filters), limits.max_stream_bytes)
+
+
+def stream_filters(obj: pikepdf.Stream) -> list[str]:
+    raw = obj.get("/Filter")
+    if raw is None:
+        return []
+    if isinstance(raw, pikepdf.Array):
+        return [str(f) for f in raw]
+    return [str(raw)]
+
+
+def bounded_inflate(raw: bytes, times: int, limit: int) -> bytes:
+    """Inflate `times` chained Flate layers without ever holding more than `limit` + 1 bytes."""
+    data = raw
+    for _ in range(times):
+        inflater = zlib.decompressobj()
+        try:
+            out = inflater.decompress(data, limit + 1)
+        except zlib.error:
+            return b""  # undecodable unused streams are tolerated; page content is checked separately
+        if len(out) > limit:
+            raise OverLimits("A stream is larger than the configured decompressed size limit.")
+        data = out
+    return data
+
+
+def check_page_content(page: pikepdf.Dictionary, limits: Limits) -> None:
+    """Each page's content must decode and parse; a half-readable page is refused, not half-rendered."""
+    contents = page.get("/Contents")
+    streams = [contents] if isinstance(contents, pikepdf.Stream) else list(contents or [])
+    total = 0
+    try:
+        for stream in streams:
+            if not isinstance(stream, pikepdf.Stream):
+                raise CorruptContent()
+            total += len(stream.read_bytes())
+            if total > limits.max_stream_bytes:
+                raise OverLimits("A page's content is larger than the configured decompressed size limit.")
+        if streams:
+            pikepdf.parse_content_stream(page)
+    except pikepdf.PdfError as exc:
+        raise CorruptContent() from exc
+
+
+_OBJ_RE = re.compile(rb"(\d+)\s+(\d+)\s+obj\b(.*?)endobj", re.S)
+_PAGES_REF_RE = re.compile(rb"/Pages\s+(\d+)\s+\d+\s+R")
+_KIDS_RE = re.compile(rb"/Kids\s*\[([^\]]*)\]")
+_REF_RE = re.compile(rb"(\d+)\s+\d+\s+R")
+
+
+def classify_unopenable(data: bytes) -> MalformedPdf | NoPages | PageTreeInvalid:
+    """Name what is wrong with a file pikepdf refused, from its raw object syntax (best effort)."""
+    objects = {int(m.group(1)): m.group(3) for m in _OBJ_RE.finditer(data[:4_000_000])}
+    catalog = next((body for body in objects.values() if b"/Catalog" in body), None)
+    ref = _PAGES_REF_RE.search(catalog) if catalog else None
+    if catalog is None or ref is None:
+        return MalformedPdf("The PDF is damaged beyond safe repair: it has no readable document catalog.")
+    node_id = int(ref.group(1))
+    if node_id not in objects or b"/Kids" not in objects[node_id]:
+        return NoPages()
+    seen: set[int] = set()
+    stack = [node_id]
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            return PageTreeInvalid()
+        seen.add(current)
+        kids = _KIDS_RE.search(objects.get(current, b""))
+        if kids:
+            stack.extend(int(k) for k in _REF_RE.findall(kids.group(1)))
+    return MalformedPdf()

@@ -1,0 +1,206 @@
+"""Raster mode (appearance only, at the declared DPI): pages rendered by pdfium with annotations and form
+fields, watermark burned in, pages rebuilt as images at the same visible size and orientation, each
+encoded by content (palette/gray PNG for text-like pages, JPEG for photos). Text and links are gone."""
+
+from __future__ import annotations
+
+import io
+import secrets
+import struct
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+import pikepdf
+import pypdfium2 as pdfium
+from PIL import Image, ImageChops, ImageStat
+
+from docfence.core.errors import ConfigError, CorruptContent
+from docfence.core.policy import JobPolicy, WatermarkSpec
+from docfence.engines.geometry import PageGeometry
+from docfence.engines.preflight import OpenedPdf
+from docfence.engines.wm_layer import composite, watermark_layer
+
+_IN_FLIGHT = 6
+_PALETTE_COLOURS = 16
+_FLAT_ERROR = 4.0  # mean per-pixel error of a 16-colour palette below which a page counts as text-like
+_PNG_LEVEL = 4
+
+
+@dataclass(frozen=True)
+class EncodedImage:
+    """An image XObject's payload, prepared off the main thread (pikepdf objects are made on it)."""
+
+    filter: str  # /DCTDecode or /FlateDecode (PNG predictors)
+    data: bytes
+    width: int
+    height: int
+    colour_space: str  # /DeviceGray, /DeviceRGB or /Indexed
+    bits: int = 8
+    colours: int = 1
+    palette: bytes = b""
+
+
+def classify(img: Image.Image) -> tuple[str, Image.Image | None]:
+    """('palette', palette image) for text-like pages, ('gray'|'jpeg'|'jpeg-gray', None) otherwise."""
+    small = img.reduce(4) if min(img.size) >= 64 else img
+    quant = small.quantize(_PALETTE_COLOURS, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
+    error = ImageStat.Stat(ImageChops.difference(small, quant.convert("RGB")).convert("L")).mean[0]
+    _, cb, cr = small.convert("YCbCr").split()
+    spread = [int(v) for band in (cb, cr) for v in band.getextrema()]  # type: ignore[arg-type]
+    gray = max(128 - spread[0], spread[1] - 128, 128 - spread[2], spread[3] - 128) <= 4
+    if error <= _FLAT_ERROR:
+        return ("gray", None) if gray else ("palette", quant)
+    return ("jpeg-gray" if gray else "jpeg"), None
+
+
+def encode(img: Image.Image, encoding: str) -> EncodedImage:
+    """Encode one composited page per the policy (auto chooses by content)."""
+    img = img if img.mode == "RGB" else img.convert("RGB")
+    palette_src: Image.Image | None = None
+    if encoding == "auto":
+        encoding, palette_src = classify(img)
+    if encoding == "gray":
+        return _png(img.convert("L"))
+    if encoding == "palette":
+        if palette_src is None:
+            palette_src = img.reduce(4).quantize(_PALETTE_COLOURS, method=Image.Quantize.FASTOCTREE)
+        return _png(img.quantize(palette=palette_src, dither=Image.Dither.NONE))
+    if encoding == "png":
+        return _png(img)
+    buf = io.BytesIO()
+    gray = encoding == "jpeg-gray"
+    (img.convert("L") if gray else img).save(buf, format="JPEG", quality=80)
+    space = "/DeviceGray" if gray else "/DeviceRGB"
+    return EncodedImage("/DCTDecode", buf.getvalue(), img.size[0], img.size[1], space)
+
+
+def _png(img: Image.Image) -> EncodedImage:
+    """Pillow's PNG IDAT is a Flate stream with PNG predictors: embed it as is, palette included."""
+    buf = io.BytesIO()
+    extra = {"bits": 4} if img.mode == "P" else {}
+    img.save(buf, format="PNG", compress_level=_PNG_LEVEL, **extra)
+    png = buf.getvalue()
+    pos, idat, palette = 8, [], b""
+    width = height = depth = colour_type = 0
+    while pos < len(png):
+        length, kind = struct.unpack(">I4s", png[pos : pos + 8])
+        body = png[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, colour_type = struct.unpack(">IIBB", body[:10])
+        elif kind == b"PLTE":
+            palette = body
+        elif kind == b"IDAT":
+            idat.append(body)
+        pos += 12 + length
+    colours = {0: 1, 2: 3, 3: 1}[colour_type]
+    space = {0: "/DeviceGray", 2: "/DeviceRGB", 3: "/Indexed"}[colour_type]
+    return EncodedImage("/FlateDecode", b"".join(idat), width, height, space, depth, colours, palette)
+
+
+def _image_stream(pdf: pikepdf.Pdf, enc: EncodedImage) -> pikepdf.Stream:
+    stream = pdf.make_stream(enc.data)
+    stream.Type, stream.Subtype = pikepdf.Name.XObject, pikepdf.Name.Image
+    stream.Filter = pikepdf.Name(enc.filter)
+    stream.Width, stream.Height, stream.BitsPerComponent = enc.width, enc.height, enc.bits
+    if enc.filter == "/FlateDecode":
+        stream.DecodeParms = pikepdf.Dictionary(
+            Predictor=15, Colors=enc.colours, BitsPerComponent=enc.bits, Columns=enc.width
+        )
+    if enc.colour_space == "/Indexed":
+        stream.ColorSpace = pikepdf.Array(
+            [
+                pikepdf.Name.Indexed,
+                pikepdf.Name.DeviceRGB,
+                len(enc.palette) // 3 - 1,
+                pikepdf.String(enc.palette),
+            ]
+        )
+    else:
+        stream.ColorSpace = pikepdf.Name(enc.colour_space)
+    return stream
+
+
+def add_image_page(pdf: pikepdf.Pdf, enc: EncodedImage, size: tuple[float, float]) -> None:
+    """Append a page of the displayed `size` (points, no rotation) showing the image edge to edge."""
+    w, h = size
+    content = pdf.make_stream(f"q {w:.4f} 0 0 {h:.4f} 0 0 cm /DfIm Do Q\n".encode("ascii"))
+    page = pikepdf.Dictionary(
+        Type=pikepdf.Name.Page,
+        MediaBox=pikepdf.Array([0, 0, round(w, 4), round(h, 4)]),
+        Resources=pikepdf.Dictionary(XObject=pikepdf.Dictionary(DfIm=_image_stream(pdf, enc))),
+        Contents=content,
+    )
+    pdf.pages.append(pikepdf.Page(page))
+
+
+def _render(doc: pdfium.PdfDocument, index: int, dpi: int) -> Image.Image:
+    page = doc[index]
+    try:
+        bitmap = page.render(scale=dpi / 72.0, may_draw_forms=True, draw_annots=True, rev_byteorder=True)
+        return bitmap.to_pil()
+    finally:
+        page.close()
+
+
+def _compose_and_encode(
+    img: Image.Image, geo: PageGeometry, spec: WatermarkSpec | None, encoding: str
+) -> EncodedImage:
+    img = img if img.mode == "RGB" else img.convert("RGB")
+    if spec is not None:
+        composite(img, watermark_layer(geo, spec, img.size))
+    return encode(img, encoding)
+
+
+def watermark_raster(data: bytes, opened: OpenedPdf, policy: JobPolicy) -> bytes:
+    """Preflighted PDF in, image-only watermarked PDF out (encryption re-applied with the same permissions).
+
+    pdfium renders on this thread only (it is not thread-safe); compositing and encoding run on two threads
+    (Pillow and zlib release the GIL)."""
+    spec = policy.watermark
+    if spec is None:
+        raise ConfigError("a watermark job needs a watermark spec")
+    try:
+        doc = pdfium.PdfDocument(data, password=opened.password or None)
+    except pdfium.PdfiumError as exc:
+        raise CorruptContent() from exc
+    doc.init_forms()
+    out = pikepdf.new()
+    count = len(opened.geometry)
+    pending: deque[tuple[Future[EncodedImage], tuple[float, float]]] = deque()
+    try:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            for index, geo in enumerate(opened.geometry):
+                img = _render(doc, index, policy.dpi)
+                if spec.page_selected(index, count):
+                    watermark_layer(geo, spec, img.size)  # pdfium work stays on this thread
+                mark = spec if spec.page_selected(index, count) else None
+                pending.append(
+                    (
+                        pool.submit(_compose_and_encode, img, geo, mark, policy.raster_encoding),
+                        geo.display_size,
+                    )
+                )
+                while len(pending) > _IN_FLIGHT or (pending and index == count - 1):
+                    future, size = pending.popleft()
+                    add_image_page(out, future.result(), size)
+    finally:
+        doc.close()
+    return _save_raster(out, opened)
+
+
+def _save_raster(out: pikepdf.Pdf, opened: OpenedPdf) -> bytes:
+    buf = io.BytesIO()
+    encryption = None
+    if opened.encrypted:
+        allow = opened.pdf.allow
+        encryption = pikepdf.Encryption(owner=secrets.token_hex(16), user=opened.password, R=6, allow=allow)
+    out.save(buf, encryption=encryption)
+    return buf.getvalue()
+
+
+def naive_jpeg_size(img: Image.Image) -> int:
+    """Size of the naive baseline (RGB JPEG quality 85) for the bench's comparison."""
+    buf = io.BytesIO()
+    img.convert("RGB").save(buf, format="JPEG", quality=85)
+    return len(buf.getvalue())

@@ -1,0 +1,114 @@
+"""Validates report data against the template's JSON Schema (Draft 2020-12). Messages name the JSON path
+and the broken rule, never a data value; object keys that the schema does not declare are masked as "*"."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError, ValidationError
+
+from docfence.core.errors import TemplateDataInvalid, TemplateError
+
+MAX_REPORTED = 5
+# Keywords whose value is a small schema-owned scalar, safe and useful to quote in a message.
+_QUOTABLE = frozenset(
+    [
+        "type",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "format",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+        "minProperties",
+        "maxProperties",
+        "const",
+        "enum",
+    ]
+)
+# Schema keywords after which the next instance step is an object key the schema does not name.
+_UNNAMED_KEY = frozenset({"additionalProperties", "unevaluatedProperties", "propertyNames"})
+_ITEM_STEP = frozenset({"items", "unevaluatedItems", "contains"})
+_SKIP_ONE = frozenset({"allOf", "anyOf", "oneOf", "$defs", "definitions", "dependentSchemas"})
+
+
+def _safe_path(error: ValidationError) -> str:
+    """Rebuild the instance path from the schema path: keys reached through `properties` are
+    schema-declared names; keys reached any other way come from the data and are masked."""
+    instance = list(error.absolute_path)
+    schema_path = list(error.absolute_schema_path)
+    parts: list[str] = []
+    i = 0
+    for step in _instance_steps(schema_path):
+        if i >= len(instance):
+            break
+        key = instance[i]
+        parts.append(f"[{key}]" if isinstance(key, int) else (f".{key}" if step == "named" else ".*"))
+        i += 1
+    for key in instance[i:]:  # the walk lost track: mask whatever is left
+        parts.append(f"[{key}]" if isinstance(key, int) else ".*")
+    return "$" + "".join(parts)
+
+
+def _instance_steps(schema_path: Sequence[Any]) -> Iterator[str]:
+    """Yield "named", "unnamed" or "index" for each schema step that descends into the instance."""
+    j = 0
+    while j < len(schema_path):
+        token = schema_path[j]
+        if token == "properties":
+            yield "named"
+            j += 2
+        elif token == "patternProperties":
+            yield "unnamed"
+            j += 2
+        elif token == "prefixItems":
+            yield "index"
+            j += 2
+        elif token in _UNNAMED_KEY:
+            yield "unnamed"
+            j += 1
+        elif token in _ITEM_STEP:
+            yield "index"
+            j += 1
+        else:
+            j += 2 if token in _SKIP_ONE else 1
+
+
+def _describe(error: ValidationError) -> str:
+    rule = str(error.validator)
+    detail = ""
+    if rule in _QUOTABLE and isinstance(error.validator_value, str | int | float | bool | list):
+        detail = f" {error.validator_value!r}"[:80]
+    elif rule == "required" and isinstance(error.instance, dict):
+        missing = [name for name in error.validator_value if name not in error.instance]
+        detail = f" {missing!r}"[:80]
+    return f"{_safe_path(error)}: violates {rule!r}{detail}"
+
+
+def validate_data(schema: dict[str, Any], data: Any) -> None:
+    """Raise TemplateDataInvalid listing up to MAX_REPORTED violations (paths and rules, no values);
+    TemplateError if the schema itself is broken."""
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        raise TemplateError("the template's schema is not a valid JSON Schema (Draft 2020-12)") from exc
+    validator = Draft202012Validator(schema)
+    errors = sorted(
+        validator.iter_errors(data), key=lambda e: (list(map(str, e.absolute_path)), str(e.validator))
+    )
+    if not errors:
+        return
+    lines = [_describe(error) for error in errors[:MAX_REPORTED]]
+    more = f" (+{len(errors) - MAX_REPORTED} more)" if len(errors) > MAX_REPORTED else ""
+    # `from None`: the jsonschema error's own message quotes the offending value.
+    raise TemplateDataInvalid(
+        "report data does not match the template schema: " + "; ".join(lines) + more
+    ) from None

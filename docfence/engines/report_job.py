@@ -1,0 +1,91 @@
+"""A report job's bytes in -> PDF out: the job's input is a frozen JSON snapshot (template version + data +
+variant); verify the template hash, render in the sandbox, then watermark and validate like any PDF."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+from docfence.core.errors import TemplateDataInvalid, TemplateError, ValidationFailed
+from docfence.core.policy import JobPolicy, Kind
+from docfence.engines import ProcessResult, process
+from docfence.engines.report import VARIANTS, TemplateBundle, render_report, template_hash
+
+SNAPSHOT_FORMAT = "docfence.report-input.v1"
+
+
+def build_snapshot(
+    *, name: str, html: str, css: str, assets_b64: dict[str, str], schema: dict[str, Any], sha256: str,
+    data: dict[str, Any], variant: str | None,
+) -> bytes:
+    """The canonical JSON input of a report job (what `render_report_job` reads)."""
+    doc = {
+        "format": SNAPSHOT_FORMAT,
+        "template": {"name": name, "html": html, "css": css, "assets": assets_b64, "schema": schema,
+                     "sha256": sha256},
+        "data": data,
+        "variant": variant,
+    }
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def parse_snapshot(data: bytes) -> tuple[TemplateBundle, dict[str, Any], str | None]:
+    """(bundle, data, variant) of a snapshot. Raises TemplateError when it is malformed or the template
+    does not hash to its recorded sha256; TemplateDataInvalid when the data is not a JSON object."""
+    try:
+        doc = json.loads(data)
+        tpl = doc["template"]
+        assets = {str(k): base64.b64decode(v, validate=True) for k, v in dict(tpl["assets"]).items()}
+        bundle = TemplateBundle(name=str(tpl["name"]), html=str(tpl["html"]), css=str(tpl["css"]),
+                                assets=assets, schema=dict(tpl["schema"]))
+        expected, report_data, variant = str(tpl["sha256"]), doc["data"], doc.get("variant")
+    except (ValueError, KeyError, TypeError, binascii.Error) as exc:
+        raise TemplateError("the report job's input is not a valid report snapshot") from exc
+    if not isinstance(report_data, dict):
+        raise TemplateDataInvalid("report data must be a JSON object")
+    if variant not in VARIANTS:
+        raise TemplateError("the report snapshot names an unknown PDF variant")
+    if template_hash(bundle) != expected:
+        raise TemplateError("the template does not match its recorded sha256")
+    return bundle, report_data, variant
+
+
+def render_report_job(data: bytes, policy: JobPolicy) -> ProcessResult:
+    """Render one report job. With `policy.watermark` the rendered PDF goes through `engines.process`
+    (watermark + fidelity validation); without, it is checked to open with pages. Raises TemplateError,
+    TemplateDataInvalid, RenderResourceExceeded or ValidationFailed (all coded, all permanent)."""
+    bundle, report_data, variant = parse_snapshot(data)
+    rendered = render_report(bundle, report_data, variant=variant, max_pages=policy.limits.max_pages)
+    summary = {"template_sha256": rendered.template_sha256, "variant": variant,
+               "rendered_pages": rendered.pages, "refused_urls": len(rendered.refused_urls)}
+    if policy.watermark is not None:
+        result = process(rendered.pdf, policy.evolve(kind=Kind.WATERMARK))
+        return ProcessResult(result.output, result.pages, {**result.validation, "report": summary},
+                             result.mode)
+    pages = _page_count(rendered.pdf)
+    if pages != rendered.pages or pages < 1:
+        raise ValidationFailed("the rendered report does not reopen with its pages")
+    validation = {"ok": True, "mode": "report", "pages": pages, "checks": opens_checks(pages),
+                  "report": summary}
+    return ProcessResult(rendered.pdf, pages, validation, "report")
+
+
+def opens_checks(pages: int) -> list[dict[str, Any]]:
+    """The minimal contract of an unwatermarked report, in the validator's check format."""
+    return [{"name": "opens", "ok": True, "failures": [], "reader": "pdfium"},
+            {"name": "page_count", "ok": True, "failures": [], "output": pages}]
+
+
+def _page_count(pdf: bytes) -> int:
+    import pypdfium2
+
+    try:
+        doc = pypdfium2.PdfDocument(pdf)
+    except pypdfium2.PdfiumError as exc:
+        raise ValidationFailed("the rendered report does not open") from exc
+    try:
+        return len(doc)
+    finally:
+        doc.close()

@@ -1,0 +1,92 @@
+"""A second, independent reading of an output: `qpdf --check` (structure) and poppler's `pdfinfo -box`
+(page count, boxes and rotation per page, linearization flag), run as bounded subprocesses."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+from typing import Any
+
+from docfence.engines.geometry import PageGeometry
+
+_TIMEOUT_S = 60.0
+_BOX_RE = re.compile(
+    r"^Page\s+(\d+)\s+(MediaBox|CropBox):\s+([-\d.]+)\s+([-\d.]+)\s+([-\d.]+)\s+([-\d.]+)", re.M
+)
+_ROT_RE = re.compile(r"^Page\s+(\d+)\s+rot:\s+(-?\d+)", re.M)
+_PAGES_RE = re.compile(r"^Pages:\s+(\d+)", re.M)
+
+
+def _spawn(args: list[str], stdin: bytes | None) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        args,
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _finish(proc: subprocess.Popen[bytes], stdin: bytes | None) -> tuple[int, str]:
+    try:
+        out, _ = proc.communicate(stdin, timeout=_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return -1, ""
+    return proc.returncode, out.decode("utf-8", "replace")
+
+
+def poppler_failures(text: str, expected: list[PageGeometry]) -> list[str]:
+    """Compare poppler's view of every page with the geometry pikepdf reads from the same file."""
+    pages = _PAGES_RE.search(text)
+    if not pages or int(pages.group(1)) != len(expected):
+        return ["poppler: page count differs"]
+    failures = []
+    rotations = {int(m.group(1)): int(m.group(2)) % 360 for m in _ROT_RE.finditer(text)}
+    boxes: dict[tuple[int, str], tuple[float, ...]] = {
+        (int(m.group(1)), m.group(2)): tuple(float(m.group(k)) for k in range(3, 7))
+        for m in _BOX_RE.finditer(text)
+    }
+    for n, geo in enumerate(expected, start=1):
+        crop = boxes.get((n, "CropBox"))
+        media = boxes.get((n, "MediaBox"))
+        if rotations.get(n) != geo.rotate:
+            failures.append(f"poppler: page {n} rotation differs")
+        if (
+            media is None
+            or crop is None
+            or any(abs(a - b) > 0.02 for a, b in zip(media + crop, geo.media + geo.crop, strict=True))
+        ):
+            failures.append(f"poppler: page {n} boxes differ")
+    if re.search(r"^Optimized:\s+yes", text, re.M):
+        failures.append("poppler: output claims linearization")
+    return failures
+
+
+def second_reader_check(data: bytes, password: str | None, expected: list[PageGeometry]) -> dict[str, Any]:
+    """qpdf --check must pass; poppler must see every page with the expected geometry (unencrypted only:
+    passwords are never put on a command line)."""
+    failures: list[str] = []
+    fd, path = tempfile.mkstemp(suffix=".pdf", prefix="docfence-check-")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        pw_stdin = (password or "").encode("utf-8") + b"\n"
+        qpdf = _spawn(["qpdf", "--password-file=-", "--check", path], pw_stdin)
+        poppler = (
+            None if password else _spawn(["pdfinfo", "-box", "-f", "1", "-l", str(len(expected)), path], None)
+        )
+        code, _ = _finish(qpdf, pw_stdin)
+        if code != 0:
+            failures.append(f"qpdf --check failed (exit {code})")
+        if poppler is not None:
+            p_code, text = _finish(poppler, None)
+            failures += (
+                poppler_failures(text, expected) if p_code == 0 else [f"pdfinfo failed (exit {p_code})"]
+            )
+    finally:
+        os.unlink(path)
+    readers = ["qpdf"] if password else ["qpdf", "poppler"]
+    return {"name": "second_reader", "ok": not failures, "failures": failures[:10], "readers": readers}

@@ -1,0 +1,104 @@
+"""Template versions: create (version = max + 1, content hash, JSON Schema checked), read and list.
+A version is never edited; creating identical content again returns the newest version unchanged."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import re
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+from docfence.core.errors import ConfigError, NotFound, TemplateError
+from docfence.engines.report_bundle import TemplateBundle, load_bundle, template_hash
+from docfence.store.base import Store
+from docfence.store.reports import TemplateInfo, TemplateVersion
+from docfence.store.sqlstore import SqlStore
+
+log = logging.getLogger(__name__)
+
+TEMPLATE_ID_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+MAX_TEMPLATE_BYTES = 20 * 1024 * 1024
+
+
+def report_store(store: Store) -> SqlStore:
+    """The store as the SQL store that carries the report queries (both dialects are SqlStores)."""
+    if not isinstance(store, SqlStore):
+        raise ConfigError("the report pipeline needs a SQL store (SQLite or PostgreSQL)")
+    return store
+
+
+def check_template_id(template_id: str) -> str:
+    if not isinstance(template_id, str) or not TEMPLATE_ID_RE.fullmatch(template_id):
+        raise TemplateError("template id must match [a-z0-9][a-z0-9_-]* (at most 64 characters)")
+    return template_id
+
+
+def bundle_of(version: TemplateVersion) -> TemplateBundle:
+    """The renderer's view of a stored version."""
+    assets = {name: base64.b64decode(text) for name, text in version.assets.items()}
+    return TemplateBundle(name=version.info.name, html=version.html, css=version.css, assets=assets,
+                          schema=version.schema)
+
+
+def encode_assets(bundle: TemplateBundle) -> dict[str, str]:
+    return {name: base64.b64encode(bytes(data)).decode("ascii") for name, data in bundle.assets.items()}
+
+
+class Templates:
+    """Template use cases over a store that has the ReportQueries methods."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = report_store(store)
+
+    def create_version(
+        self, template_id: str, bundle: TemplateBundle, *, actor: str
+    ) -> tuple[TemplateInfo, bool]:
+        """(info, created). Raises TemplateError for a bad id, an oversized bundle or an invalid schema."""
+        check_template_id(template_id)
+        size = len(bundle.html) + len(bundle.css) + sum(len(v) for v in bundle.assets.values())
+        if size > MAX_TEMPLATE_BYTES:
+            raise TemplateError(f"the template bundle exceeds {MAX_TEMPLATE_BYTES} bytes")
+        try:
+            Draft202012Validator.check_schema(bundle.schema)
+        except SchemaError as exc:
+            raise TemplateError("the template's schema is not a valid JSON Schema (Draft 2020-12)") from exc
+        sha = template_hash(bundle)
+        try:
+            latest = self.store.get_template(template_id)
+        except NotFound:
+            latest = None
+        if latest is not None and latest.info.sha256 == sha:
+            return latest.info, False
+        version = self.store.insert_template_version(
+            template_id, name=bundle.name, sha256=sha, html=bundle.html, css=bundle.css,
+            assets=encode_assets(bundle), schema=bundle.schema, actor=actor,
+        )
+        log.info("template %s version %d created", template_id, version.info.version)
+        return version.info, True
+
+    def create_from_parts(
+        self, template_id: str, *, name: str | None, html: str, css: str, assets_b64: dict[str, str],
+        schema: dict[str, Any], actor: str,
+    ) -> tuple[TemplateInfo, bool]:
+        """`create_version` from wire parts (assets as base64); raises TemplateError on bad base64."""
+        try:
+            assets = {k: base64.b64decode(v, validate=True) for k, v in assets_b64.items()}
+        except (binascii.Error, ValueError) as exc:
+            raise TemplateError("template assets must map names to base64 text") from exc
+        bundle = TemplateBundle(name=name or template_id, html=html, css=css, assets=assets, schema=schema)
+        return self.create_version(template_id, bundle, actor=actor)
+
+    def create_from_dir(self, template_id: str, path: str | Path, *, actor: str) -> tuple[TemplateInfo, bool]:
+        """Load template.html, style.css, schema.json and assets from a folder, then `create_version`."""
+        return self.create_version(template_id, load_bundle(path, name=template_id), actor=actor)
+
+    def get(self, template_id: str, version: int | None = None) -> TemplateVersion:
+        return self.store.get_template(template_id, version)
+
+    def list(self, template_id: str | None = None) -> list[TemplateInfo]:
+        return self.store.list_templates(template_id)

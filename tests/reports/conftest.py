@@ -1,0 +1,47 @@
+"""Fixtures for the report pipeline: a store (both dialects) with the report tables emptied, settings and a
+local region, the shipped monthly template stored as version 1, and the request use cases over them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from docfence.blobs import RegionRouter, open_blob_store
+from docfence.config import DocumentClass, Settings
+from docfence.core.policy import WatermarkSpec
+from docfence.engines.report_sample import load_monthly_bundle
+from docfence.reports import ReportRequests, Templates
+from docfence.store.sqlstore import SqlStore
+
+
+@pytest.fixture
+def rstore(store: SqlStore) -> Iterator[SqlStore]:
+    store.run_script("truncate_reports")  # type: ignore[attr-defined]
+    yield store
+    store.run_script("truncate_reports")  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    cls = DocumentClass("default", deadline_s=120.0, watermark=WatermarkSpec(text="SYNTHETIC REPORT"))
+    return Settings(database_url=f"sqlite:///{tmp_path}/docfence.db", storage_url=f"file:{tmp_path}/objects",
+                    classes={"default": cls})
+
+
+@pytest.fixture
+def router(settings: Settings) -> RegionRouter:
+    return RegionRouter({"local": open_blob_store(settings.storage_url)})
+
+
+@pytest.fixture
+def monthly(rstore: SqlStore) -> str:
+    info, created = Templates(rstore).create_version("monthly", load_monthly_bundle(), actor="test")
+    assert created and info.version == 1
+    return info.ref
+
+
+@pytest.fixture
+def requests_uc(settings: Settings, rstore: SqlStore, router: RegionRouter) -> ReportRequests:
+    return ReportRequests(settings, rstore, router, processors=("vendor",))
