@@ -69,6 +69,7 @@ class Settings:
     max_upload_bytes: int = 100 * 1024 * 1024
     reconcile_batch: int = 100
     staging_grace_s: float = 3600.0
+    report_processors: tuple[str, ...] = ()  # outside renderers report requests may name
 
     def __post_init__(self) -> None:
         if not self.database_url.startswith(("sqlite:///", "postgresql://", "postgres://")):
@@ -123,6 +124,20 @@ _WORKER_ENV = {
 }
 
 
+@dataclass(frozen=True)
+class ClientSettings:
+    """The command-line client's settings: where the API is and which key to present."""
+
+    url: str = "http://127.0.0.1:8080"
+    api_key: str = ""
+
+
+def load_client_settings(env: dict[str, str] | None = None) -> ClientSettings:
+    env = dict(os.environ if env is None else env)
+    return ClientSettings(url=env.get("DOCFENCE_URL") or ClientSettings.url,
+                          api_key=env.get("DOCFENCE_API_KEY", ""))
+
+
 def environment() -> dict[str, str]:
     """A copy of the process environment, for settings that name variables (e.g. provider keys)."""
     return dict(os.environ)
@@ -152,6 +167,8 @@ def _build(data: dict[str, Any], env: dict[str, str]) -> Settings:
     worker = WorkerConfig(**data.pop("worker", {}))
     limits = Limits(**data.pop("limits", {}))
     classes = {name: _doc_class(name, spec) for name, spec in data.pop("classes", {}).items()}
+    if "report_processors" in data:
+        data["report_processors"] = tuple(data["report_processors"])
     settings = Settings(worker=worker, limits=limits, classes=classes, **data)
     changes: dict[str, Any] = {}
     for var, (name, typ) in _ENV.items():
@@ -162,6 +179,9 @@ def _build(data: dict[str, Any], env: dict[str, str]) -> Settings:
     }
     if "batch" in worker_changes:
         worker_changes["batch"] = int(worker_changes["batch"])
+    if env.get("DOCFENCE_REPORT_PROCESSORS"):
+        changes["report_processors"] = tuple(
+            p.strip() for p in env["DOCFENCE_REPORT_PROCESSORS"].split(",") if p.strip())
     if worker_changes:
         changes["worker"] = replace(worker, **worker_changes)
     return replace(settings, **changes) if changes else settings

@@ -225,6 +225,7 @@ def all_codes() -> dict[str, str]:
     stack: list[type[DocfenceError]] = [DocfenceError]
     while stack:
         cls = stack.pop()
-        out.setdefault(cls.code, cls().message)
+        doc = (cls.__doc__ or "").strip().splitlines()
+        out.setdefault(cls.code, doc[0] if doc else cls.code)  # never instantiated: no required args
         stack.extend(cls.__subclasses__())
     return dict(sorted(out.items()))

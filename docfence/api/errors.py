@@ -1,0 +1,121 @@
+"""The one error -> HTTP table, and the handlers that give every error the same JSON shape:
+`{"error": {"code": ..., "message": ...}}` (validation 422s and unknown routes included)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from docfence.api.wire import ErrorBody
+from docfence.core.errors import DocfenceError
+
+log = logging.getLogger(__name__)
+
+#: Stable error code -> HTTP status. A subclass without its own row uses its nearest ancestor's.
+STATUS_BY_CODE: dict[str, int] = {
+    "invalid_request": 422,
+    "config_invalid": 422,
+    "document_error": 422,
+    "region_not_approved": 422,
+    "unauthorized": 401,
+    "forbidden": 403,
+    "signed_url_invalid": 403,
+    "signed_url_expired": 403,
+    "not_found": 404,
+    "idempotency_conflict": 409,
+    "illegal_transition": 409,
+    "stale_attempt": 409,
+    "artifact_not_ready": 409,
+    "artifact_gone": 410,
+    "object_not_found": 410,
+    "upload_too_large": 413,
+    "store_unavailable": 503,
+    "storage_error": 503,
+    "object_integrity": 500,
+    "internal_error": 500,
+}
+
+#: Codes for errors raised by the HTTP layer itself (routing, validation, body limit).
+_HTTP_CODES = {400: "malformed_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+               405: "method_not_allowed", 413: "upload_too_large", 422: "invalid_request"}
+
+
+#: Messages of the HTTP-layer codes, published by /v1/capabilities next to core's all_codes().
+HTTP_LAYER_CODES = {
+    "malformed_request": "The request body is malformed.",
+    "method_not_allowed": "That method is not allowed on this path.",
+    "http_error": "The HTTP request was refused.",
+}
+
+
+def status_for(exc: DocfenceError) -> int:
+    for cls in type(exc).__mro__:
+        code = getattr(cls, "code", None)
+        if code in STATUS_BY_CODE:
+            return STATUS_BY_CODE[code]
+    return 500
+
+
+def error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    body = ErrorBody.model_validate({"error": {"code": code, "message": message}})
+    return JSONResponse(body.model_dump(), status_code=status, headers=headers)
+
+
+async def _docfence_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, DocfenceError)
+    status = status_for(exc)
+    if status >= 500:
+        log.error("request failed with %s", exc.code, exc_info=exc)
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    if status == 503:
+        headers = {"Retry-After": "1"}
+    message = exc.message if status < 500 else (type(exc).__doc__ or exc.code).strip().splitlines()[0]
+    return error_response(status, exc.code, message, headers)
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    parts = []
+    for err in exc.errors()[:5]:
+        where = ".".join(str(p) for p in err.get("loc", ()))
+        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+    return error_response(422, "invalid_request", "; ".join(parts) or "invalid request")
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "http_error")
+    headers = dict(exc.headers) if exc.headers else None
+    return error_response(exc.status_code, code, str(exc.detail), headers)
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.error("unexpected error %s", type(exc).__name__, exc_info=exc)
+    return error_response(500, "internal_error", "internal error")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(DocfenceError, _docfence_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` entries for the given statuses, all with the one error shape."""
+    return {status: {"model": ErrorBody, "description": _DESCRIPTIONS.get(status, "Error")}
+            for status in statuses}
+
+
+_DESCRIPTIONS = {
+    400: "Malformed request body", 401: "Missing, wrong or revoked API key", 403: "Forbidden",
+    404: "Not found", 409: "Conflict", 410: "Gone", 413: "Upload too large", 422: "Invalid request",
+    500: "Internal error", 503: "Unavailable",
+}

@@ -1,0 +1,147 @@
+"""Job routes: submit, status (with a bounded long-poll), cancel, events and the artifact redirect."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+from typing import Annotated, Any, Literal
+
+import anyio
+from fastapi import APIRouter, File, Form, Header, Path, Query, Request, Response, UploadFile
+from fastapi.responses import RedirectResponse
+from starlette.concurrency import run_in_threadpool
+
+from docfence.api.deps import PrincipalDep, ServiceDep
+from docfence.api.errors import error_responses
+from docfence.api.wire import EventsOut, JobOut, events_out, job_out
+from docfence.core.clock import monotonic
+from docfence.core.states import JobState
+from docfence.service import InvalidRequest, SubmitRequest
+
+MAX_WAIT_S = 20.0  # server cap of ?wait=: no request is held longer than this
+POLL_EVERY_S = 0.2
+SUBMIT_THREADS = 8  # bulkhead: uploads fsync; they must never take every thread status reads need
+JobId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
+_RETRY_AFTER = {"description": "Poll hint in seconds (only while the job is active)",
+                "schema": {"type": "string"}}
+
+_LOCATION = {"description": "The job's URL", "schema": {"type": "string"}}
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+
+def retry_after(state: JobState) -> str | None:
+    """Server-chosen poll hint: none once terminal."""
+    if state is JobState.QUEUED:
+        return "2"
+    if state is JobState.RENDERING:
+        return "1"
+    return None
+
+
+def _submit_limiter(request: Request) -> anyio.CapacityLimiter:
+    limiter: anyio.CapacityLimiter | None = getattr(request.app.state, "submit_limiter", None)
+    if limiter is None:
+        limiter = request.app.state.submit_limiter = anyio.CapacityLimiter(SUBMIT_THREADS)
+    return limiter
+
+
+def _watermark(raw: str | None) -> dict[str, Any] | None:
+    if raw is None or raw == "":
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise InvalidRequest("watermark must be a JSON object of WatermarkSpec fields") from exc
+    if not isinstance(value, dict):
+        raise InvalidRequest("watermark must be a JSON object of WatermarkSpec fields")
+    return value
+
+
+@router.post(
+    "", status_code=201, response_model=JobOut,
+    responses={200: {"model": JobOut, "description": "Replay of an earlier identical submission"},
+               201: {"headers": {"Retry-After": _RETRY_AFTER, "Location": _LOCATION}},
+               **error_responses(400, 401, 403, 409, 413, 422, 503)},
+)
+async def submit_job(
+    http_request: Request, response: Response, service: ServiceDep, principal: PrincipalDep,
+    file: Annotated[UploadFile, File(description="The PDF to process")],
+    document_class: Annotated[str | None, Form(max_length=64)] = None,
+    mode: Annotated[Literal["vector", "raster"] | None, Form()] = None,
+    deadline_s: Annotated[float | None, Form(gt=0, le=86400 * 7)] = None,
+    watermark: Annotated[str | None, Form(max_length=4000, description="JSON: WatermarkSpec fields")] = None,
+    idempotency_key: Annotated[str | None, Header(min_length=1, max_length=200)] = None,
+) -> JobOut:
+    """Submit a watermark job. Same Idempotency-Key and same request: the same job (200)."""
+    request = SubmitRequest(document_class=document_class or None, mode=mode, deadline_s=deadline_s,
+                            watermark=_watermark(watermark), idempotency_key=idempotency_key)
+    call = functools.partial(service.submit, principal, file.file, request)
+    job, created = await anyio.to_thread.run_sync(call, limiter=_submit_limiter(http_request))
+    if not created:
+        response.status_code = 200
+    response.headers["Location"] = f"/v1/jobs/{job.id}"
+    hint = retry_after(job.state)
+    if hint is not None:
+        response.headers["Retry-After"] = hint
+    return job_out(await anyio.to_thread.run_sync(service.describe, job))
+
+
+@router.get(
+    "/{job_id}", response_model=JobOut,
+    responses={200: {"headers": {"Retry-After": _RETRY_AFTER}}, **error_responses(401, 403, 404, 422, 503)},
+)
+async def get_job(
+    job_id: JobId, response: Response, service: ServiceDep, principal: PrincipalDep,
+    wait: Annotated[float, Query(ge=0, le=3600, description=f"Long-poll up to this many seconds "
+                                 f"(capped at {MAX_WAIT_S:g}) until the job is terminal")] = 0.0,
+) -> JobOut:
+    """The job's state; `Retry-After` suggests when to ask again while it is active."""
+    detail = await run_in_threadpool(service.get, principal, job_id)
+    until = monotonic() + min(wait, MAX_WAIT_S)
+    while not detail.job.terminal:
+        remaining = until - monotonic()
+        if remaining <= 0:
+            break
+        await asyncio.sleep(min(POLL_EVERY_S, remaining))
+        detail = await run_in_threadpool(service.get, principal, job_id)
+    hint = retry_after(detail.job.state)
+    if hint is not None:
+        response.headers["Retry-After"] = hint
+    return job_out(detail)
+
+
+@router.post("/{job_id}/cancel", response_model=JobOut, responses=error_responses(401, 403, 404, 409, 422))
+def cancel_job(job_id: JobId, service: ServiceDep, principal: PrincipalDep) -> JobOut:
+    """Cancel a queued or rendering job; 409 when it is already terminal."""
+    return job_out(service.describe(service.cancel(principal, job_id)))
+
+
+@router.delete("/{job_id}", response_model=JobOut, responses=error_responses(401, 403, 404, 409, 422))
+def delete_job(
+    job_id: JobId, service: ServiceDep, principal: PrincipalDep,
+    request_id: Annotated[str, Query(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$",
+                                     description="The deletion request this fulfils (recorded)")],
+) -> JobOut:
+    """Delete every byte of the job, keeping its metadata as a tombstone; later downloads answer 410."""
+    return job_out(service.describe(service.delete(principal, job_id, request_id)))
+
+
+@router.get("/{job_id}/events", response_model=EventsOut, responses=error_responses(401, 403, 404, 422))
+def job_events(job_id: JobId, service: ServiceDep, principal: PrincipalDep) -> EventsOut:
+    """The job's audit timeline and attempt history."""
+    events, attempts = service.events(principal, job_id)
+    return events_out(job_id, events, attempts)
+
+
+@router.get(
+    "/{job_id}/artifact", status_code=307, response_class=RedirectResponse,
+    responses={307: {"description": "Redirect to a short-lived signed URL (send no Authorization there)",
+                     "headers": {"Location": {"schema": {"type": "string"}}}},
+               **error_responses(401, 403, 404, 409, 410, 422)},
+)
+def job_artifact(job_id: JobId, service: ServiceDep, principal: PrincipalDep) -> RedirectResponse:
+    """Redirect to `/v1/signed/{token}`, valid for `signed_url_ttl_s`."""
+    token = service.artifact_url_token(principal, job_id)
+    return RedirectResponse(f"/v1/signed/{token}", status_code=307, headers={"Cache-Control": "no-store"})

@@ -1,0 +1,259 @@
+"""Report pipeline routes: template versions, report requests (idempotent create, read, retry) and
+schedules. Handlers call docfence.reports use cases; tenants see only their own requests and schedules."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Path, Query, Request, Response
+from pydantic import BaseModel, Field
+
+from docfence.api.deps import PrincipalDep, ServiceDep
+from docfence.api.errors import error_responses
+from docfence.api.wire import JobOut, job_out
+from docfence.reports import (
+    ProviderObservation,
+    ReportRequests,
+    RequestDetail,
+    RequestSpec,
+    Schedule,
+    TemplateInfo,
+    Templates,
+)
+from docfence.reports.scheduler import add_schedule
+from docfence.service import Service
+
+router = APIRouter(prefix="/v1", tags=["reports"])
+Id = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
+Variant = Literal["pdf/a-3b", "pdf/ua-1"] | None
+
+
+# -- wire models -----------------------------------------------------------------------------------------
+class TemplateIn(BaseModel):
+    id: str = Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    name: str | None = Field(default=None, max_length=200)
+    html: str
+    css: str = ""
+    assets: dict[str, str] = Field(default_factory=dict, description="name -> base64 bytes")
+    json_schema: dict[str, Any] = Field(alias="schema", description="JSON Schema (Draft 2020-12) of the data")
+
+
+class TemplateOut(BaseModel):
+    id: str
+    version: int
+    ref: str
+    name: str
+    sha256: str
+    created_at: datetime
+    created_by: str
+
+
+class TemplateDetailOut(TemplateOut):
+    html: str
+    css: str
+    asset_names: list[str]
+    json_schema: dict[str, Any] = Field(serialization_alias="schema")
+
+
+class ReportRequestIn(BaseModel):
+    subject: str = Field(min_length=1, max_length=128)
+    period: str = Field(min_length=1, max_length=32)
+    template: str = Field(min_length=3, max_length=80, description="id@version")
+    data: dict[str, Any]
+    variant: Variant = None
+    document_class: str | None = Field(default=None, max_length=64)
+    processor: str = Field(default="local", max_length=64)
+
+
+class ObservationOut(BaseModel):
+    """The last pass of a provider-rendered job: last stated status and when it was observed."""
+
+    job_id: str
+    attempt: int
+    provider: str
+    provider_job_id: str | None
+    status: str | None
+    kind: str
+    http_status: int | None
+    observed_at: datetime
+    passes: int
+    outcome: str | None
+
+
+class ReportRequestOut(BaseModel):
+    id: str
+    tenant: str
+    subject: str
+    period: str
+    template: str
+    template_sha256: str
+    variant: str | None
+    region: str
+    retention_until: datetime
+    processor: str
+    data_sha256: str
+    schedule_id: str | None
+    created_at: datetime
+    state: str
+    jobs: list[JobOut]
+    provider_observation: ObservationOut | None
+
+
+class ScheduleIn(BaseModel):
+    subject: str = Field(min_length=1, max_length=128)
+    template: str = Field(min_length=3, max_length=80, description="id@version")
+    day_of_month: int = Field(default=1, ge=1, le=28)
+    catch_up_periods: int = Field(default=3, ge=0, le=24)
+    variant: Variant = None
+    document_class: str | None = Field(default=None, max_length=64)
+    processor: str = Field(default="local", max_length=64)
+    start_period: str | None = Field(default=None, pattern=r"^[0-9]{4}-(0[1-9]|1[0-2])$")
+
+
+class ScheduleOut(BaseModel):
+    id: str
+    subject: str
+    template: str
+    day_of_month: int
+    catch_up_periods: int
+    variant: str | None
+    processor: str
+    last_period: str | None
+    created_at: datetime
+
+
+# -- builders -------------------------------------------------------------------------------------------
+def _template_out(info: TemplateInfo) -> TemplateOut:
+    return TemplateOut(id=info.id, version=info.version, ref=info.ref, name=info.name, sha256=info.sha256,
+                       created_at=info.created_at, created_by=info.created_by)
+
+
+def _observation_out(obs: ProviderObservation | None) -> ObservationOut | None:
+    if obs is None:
+        return None
+    return ObservationOut(job_id=obs.job_id, attempt=obs.attempt, provider=obs.provider,
+                          provider_job_id=obs.provider_job_id, status=obs.status, kind=obs.kind,
+                          http_status=obs.http_status, observed_at=obs.observed_at, passes=obs.passes,
+                          outcome=obs.outcome)
+
+
+def _request_out(service: Service, detail: RequestDetail) -> ReportRequestOut:
+    r = detail.request
+    return ReportRequestOut(
+        id=r.id, tenant=r.tenant, subject=r.subject, period=r.period,
+        template=f"{r.template_id}@{r.template_version}", template_sha256=r.template_sha256,
+        variant=r.variant, region=r.region, retention_until=r.retention_until, processor=r.processor,
+        data_sha256=r.data_sha256, schedule_id=r.schedule_id, created_at=r.created_at, state=detail.state,
+        jobs=[job_out(service.describe(job)) for job in detail.jobs],
+        provider_observation=_observation_out(detail.observation),
+    )
+
+
+def _schedule_out(s: Schedule) -> ScheduleOut:
+    return ScheduleOut(id=s.id, subject=s.subject, template=f"{s.template_id}@{s.template_version}",
+                       day_of_month=s.day_of_month, catch_up_periods=s.catch_up_periods, variant=s.variant,
+                       processor=s.processor, last_period=s.last_period, created_at=s.created_at)
+
+
+def _requests(request: Request, service: Service) -> ReportRequests:
+    """The use cases; `app.state.report_processors` names the configured providers (default: none)."""
+    processors = getattr(request.app.state, "report_processors", ())
+    return ReportRequests(service.settings, service.store, service.router, processors=processors)
+
+
+# -- templates ------------------------------------------------------------------------------------------
+@router.post("/templates", status_code=201, response_model=TemplateOut,
+             responses={200: {"model": TemplateOut, "description": "Identical to the newest version"},
+                        **error_responses(400, 401, 403, 422)})
+def create_template_version(body: TemplateIn, response: Response, service: ServiceDep,
+                            principal: PrincipalDep) -> TemplateOut:
+    """Create the next version of a template (admin). Versions are immutable; identical content returns
+    the newest version (200)."""
+    principal.require("admin")
+    info, created = Templates(service.store).create_from_parts(
+        body.id, name=body.name, html=body.html, css=body.css, assets_b64=body.assets,
+        schema=body.json_schema, actor=principal.actor,
+    )
+    if not created:
+        response.status_code = 200
+    return _template_out(info)
+
+
+@router.get("/templates", response_model=list[TemplateOut], responses=error_responses(400, 401, 403, 422))
+def list_templates(service: ServiceDep, principal: PrincipalDep,
+                   id: Annotated[str | None, Query(max_length=64)] = None) -> list[TemplateOut]:
+    principal.require("read")
+    return [_template_out(info) for info in Templates(service.store).list(id)]
+
+
+@router.get("/templates/{template_id}/versions/{version}", response_model=TemplateDetailOut,
+            responses=error_responses(400, 401, 403, 404, 422))
+def get_template_version(template_id: Id, version: Annotated[int, Path(ge=1, le=2**31 - 1)],
+                         service: ServiceDep, principal: PrincipalDep) -> TemplateDetailOut:
+    principal.require("read")
+    tv = Templates(service.store).get(template_id, version)
+    return TemplateDetailOut(**_template_out(tv.info).model_dump(), html=tv.html, css=tv.css,
+                             asset_names=sorted(tv.assets), json_schema=tv.schema)
+
+
+# -- report requests ---------------------------------------------------------------------------------------
+@router.post("/report-requests", status_code=201, response_model=ReportRequestOut,
+             responses={200: {"model": ReportRequestOut, "description": "The same request, created earlier"},
+                        **error_responses(400, 401, 403, 404, 409, 422)})
+def create_report_request(body: ReportRequestIn, request: Request, response: Response, service: ServiceDep,
+                          principal: PrincipalDep) -> ReportRequestOut:
+    """Create a report request (one per subject, period and template@version) and its job."""
+    principal.require("submit")
+    spec = RequestSpec(tenant=principal.tenant, subject=body.subject, period=body.period,
+                       template=body.template, data=body.data, variant=body.variant,
+                       document_class=body.document_class, processor=body.processor)
+    detail, created = _requests(request, service).create(spec, actor=principal.actor)
+    if not created:
+        response.status_code = 200
+    response.headers["Location"] = f"/v1/report-requests/{detail.request.id}"
+    return _request_out(service, detail)
+
+
+@router.get("/report-requests/{request_id}", response_model=ReportRequestOut,
+            responses=error_responses(400, 401, 403, 404, 422))
+def get_report_request(request_id: Id, request: Request, service: ServiceDep,
+                       principal: PrincipalDep) -> ReportRequestOut:
+    """The request with its jobs (oldest first) and the newest job's last provider observation."""
+    principal.require("read")
+    return _request_out(service, _requests(request, service).get(request_id, tenant=principal.tenant))
+
+
+@router.post("/report-requests/{request_id}/retry", status_code=201, response_model=JobOut,
+             responses=error_responses(400, 401, 403, 404, 409, 422))
+def retry_report_request(request_id: Id, request: Request, service: ServiceDep,
+                         principal: PrincipalDep) -> JobOut:
+    """A new job linked to the failed (or canceled) newest one; 409 while that job is active."""
+    principal.require("submit")
+    job = _requests(request, service).retry(request_id, actor=principal.actor, tenant=principal.tenant)
+    return job_out(service.describe(job))
+
+
+# -- schedules ---------------------------------------------------------------------------------------------
+@router.post("/schedules", status_code=201, response_model=ScheduleOut,
+             responses={200: {"model": ScheduleOut, "description": "The existing schedule"},
+                        **error_responses(400, 401, 403, 404, 422)})
+def create_schedule(body: ScheduleIn, request: Request, response: Response, service: ServiceDep,
+                    principal: PrincipalDep) -> ScheduleOut:
+    """Schedule a template monthly: on day D of month M the scheduler requests period M-1."""
+    principal.require("submit")
+    schedule, created = add_schedule(
+        _requests(request, service), tenant=principal.tenant, subject=body.subject, template=body.template,
+        day_of_month=body.day_of_month, catch_up_periods=body.catch_up_periods, variant=body.variant,
+        document_class=body.document_class, processor=body.processor, start_period=body.start_period,
+        actor=principal.actor,
+    )
+    if not created:
+        response.status_code = 200
+    return _schedule_out(schedule)
+
+
+@router.get("/schedules", response_model=list[ScheduleOut], responses=error_responses(400, 401, 403))
+def list_schedules(request: Request, service: ServiceDep, principal: PrincipalDep) -> list[ScheduleOut]:
+    principal.require("read")
+    return [_schedule_out(s) for s in _requests(request, service).store.list_schedules(principal.tenant)]

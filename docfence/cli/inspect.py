@@ -1,0 +1,34 @@
+"""`docfence inspect JOB`: why is this job still in progress? State, lease, deadline and what happens next."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from docfence.config import load_settings
+from docfence.core.errors import NotFound
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("inspect", help="one screen on a job: lease, deadline, timeline, what happens next")
+    p.add_argument("job_id")
+    p.add_argument("--json", action="store_true", help="machine-readable (the console's view)")
+    p.set_defaults(func=inspect_cmd)
+
+
+def inspect_cmd(args: argparse.Namespace) -> int:
+    from docfence.observability.inspect import format_inspection, inspect_job, inspection_dict
+    from docfence.store import open_store
+
+    store = open_store(load_settings().database_url)
+    try:
+        ins = inspect_job(store, args.job_id)
+    except NotFound:
+        print(f"no job {args.job_id}", file=sys.stderr)
+        return 1
+    finally:
+        store.close()
+    print(json.dumps(inspection_dict(ins), indent=2) if args.json else format_inspection(ins))
+    return 0

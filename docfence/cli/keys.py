@@ -1,0 +1,64 @@
+"""`docfence keys create|list|revoke`: API keys, straight against the store named by the settings.
+
+`create` prints the new key once, on the last line; only the sha256 of its secret is stored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from docfence.config import load_settings
+from docfence.core.errors import DocfenceError
+from docfence.service import Service, build_service
+
+
+def register(sub: Any) -> None:
+    keys = sub.add_parser("keys", help="create, list and revoke API keys")
+    keys_sub = keys.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
+    create = keys_sub.add_parser("create", help="create a key (printed once, on the last line)")
+    create.add_argument("--tenant", required=True)
+    create.add_argument("--scopes", default="submit,read", help="comma-separated: submit,read,admin")
+    create.add_argument("--name", default="")
+    create.set_defaults(func=run_create)
+    listing = keys_sub.add_parser("list", help="list keys (never their secrets)")
+    listing.add_argument("--tenant")
+    listing.set_defaults(func=run_list)
+    revoke = keys_sub.add_parser("revoke", help="revoke a key by id")
+    revoke.add_argument("key_id")
+    revoke.set_defaults(func=run_revoke)
+
+
+def _service() -> Service:
+    return build_service(load_settings())
+
+
+def run_create(args: argparse.Namespace) -> int:
+    scopes = tuple(s.strip() for s in args.scopes.split(",") if s.strip())
+    try:
+        record, key = _service().create_api_key(args.tenant, scopes, name=args.name, actor="cli")
+    except DocfenceError as exc:
+        print(f"docfence: {exc.code}: {exc.message}", file=sys.stderr)
+        return 2
+    print(f"key id: {record.id}  tenant: {record.tenant}  scopes: {','.join(record.scopes)}")
+    print("store this key now; it is not shown again:")
+    print(key)
+    return 0
+
+
+def run_list(args: argparse.Namespace) -> int:
+    for k in _service().list_api_keys(args.tenant):
+        revoked = k.revoked_at.isoformat() if k.revoked_at else "-"
+        print(f"{k.id}\t{k.tenant}\t{','.join(k.scopes)}\t{k.name}\t{k.created_at.isoformat()}\t{revoked}")
+    return 0
+
+
+def run_revoke(args: argparse.Namespace) -> int:
+    try:
+        record = _service().revoke_api_key(args.key_id, actor="cli")
+    except DocfenceError as exc:
+        print(f"docfence: {exc.code}: {exc.message}", file=sys.stderr)
+        return 2
+    print(f"revoked {record.id}")
+    return 0

@@ -1,0 +1,145 @@
+"""Client-side errors, all under core's ApiError with stable codes.
+
+    ApiError
+    ├── HttpError                 the server answered 4xx/5xx (`status`, the server's `server_code`)
+    │   ├── Unauthorized (401), Forbidden (403), JobNotFound (404), Conflict (409), Gone (410),
+    │   └── PayloadTooLarge (413), InvalidRequest (422), ServerError (5xx)
+    ├── TransportError            no answer (connection refused, reset, request timeout)
+    ├── PollTimeout               this caller's wait budget ran out; the job goes on (carries job_id)
+    ├── JobFailed / JobCanceled   the job reached that terminal state (carries the JobView)
+    ├── UnknownState              the server reported a state this client does not know
+    ├── ArtifactMissing           succeeded without an artifact: a broken promise, never "done"
+    └── DownloadIntegrityError    the downloaded bytes do not match the artifact's sha256
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from docfence.core.errors import ApiError
+
+if TYPE_CHECKING:
+    from docfence.client.models import JobView
+
+
+class HttpError(ApiError):
+    """The docfence API answered with an error."""
+
+    code = "http_error"
+
+    def __init__(self, message: str | None = None, *, status: int = 0, server_code: str = "") -> None:
+        super().__init__(message)
+        self.status, self.server_code = status, server_code
+
+
+class Unauthorized(HttpError):
+    """The API key is missing, wrong or revoked."""
+
+    code = "unauthorized"
+
+
+class Forbidden(HttpError):
+    """The server refused the request."""
+
+    code = "forbidden"
+
+
+class JobNotFound(HttpError):
+    """No such job (or it belongs to another tenant)."""
+
+    code = "not_found"
+
+
+class Conflict(HttpError):
+    """The request conflicts with the job's state or an earlier request."""
+
+    code = "conflict"
+
+
+class Gone(HttpError):
+    """The artifact was deleted."""
+
+    code = "gone"
+
+
+class PayloadTooLarge(HttpError):
+    """The upload is too large."""
+
+    code = "upload_too_large"
+
+
+class InvalidRequest(HttpError):
+    """The server rejected the request as invalid."""
+
+    code = "invalid_request"
+
+
+class ServerError(HttpError):
+    """The server failed."""
+
+    code = "server_error"
+
+
+class TransportError(ApiError):
+    """The docfence API could not be reached."""
+
+    code = "transport_error"
+
+
+class PollTimeout(ApiError):
+    """The wait budget ran out before the job reached a terminal state; the job itself goes on."""
+
+    code = "poll_timeout"
+
+    # Every argument has a default: core's all_codes() instantiates each error class bare.
+    def __init__(self, job_id: str = "", last: JobView | None = None, message: str | None = None) -> None:
+        super().__init__(message or (f"job {job_id} was not terminal within the wait budget" if job_id
+                                     else None))
+        self.job_id, self.last = job_id, last
+
+
+class _JobEnded(ApiError):
+    def __init__(self, job: JobView | None = None) -> None:
+        message = None
+        if job is not None:
+            detail = f": {job.error_code}: {job.error_message}" if job.error_code else ""
+            message = f"job {job.id} ended as {job.state}{detail}"
+        super().__init__(message)
+        self.job = job
+        self.job_id = job.id if job is not None else ""
+
+
+class JobFailed(_JobEnded):
+    """The job failed."""
+
+    code = "job_failed"
+
+
+class JobCanceled(_JobEnded):
+    """The job was canceled (on request or because its deadline passed)."""
+
+    code = "job_canceled"
+
+
+class UnknownState(ApiError):
+    """The server reported a job state this client does not know."""
+
+    code = "unknown_state"
+
+
+class ArtifactMissing(ApiError):
+    """The job succeeded but names no artifact."""
+
+    code = "artifact_missing"
+
+
+class DownloadIntegrityError(ApiError):
+    """The downloaded bytes do not match the artifact's sha256; nothing was written."""
+
+    code = "download_integrity"
+
+
+BY_STATUS: dict[int, type[HttpError]] = {
+    401: Unauthorized, 403: Forbidden, 404: JobNotFound, 409: Conflict, 410: Gone,
+    413: PayloadTooLarge, 422: InvalidRequest,
+}

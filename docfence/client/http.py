@@ -1,0 +1,256 @@
+"""DocfenceClient: the httpx client of the docfence API, with a bounded `wait()` and a verifying download.
+
+The signed-URL download goes through a second httpx client that has no Authorization header at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import random
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from docfence.client.errors import (
+    BY_STATUS,
+    ArtifactMissing,
+    DownloadIntegrityError,
+    HttpError,
+    JobCanceled,
+    JobFailed,
+    PollTimeout,
+    ServerError,
+    TransportError,
+    UnknownState,
+)
+from docfence.client.models import KNOWN_STATES, JobView
+from docfence.core.clock import monotonic
+
+FIRST_DELAY_S = 0.25
+MAX_DELAY_S = 4.0
+_SIGNED = "/v1/signed/"
+
+
+class _RedactSignedUrls(logging.Filter):
+    """httpx logs request URLs (INFO) and httpcore response headers (DEBUG); a signed URL is a
+    credential, so its token is redacted from both."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str) and _SIGNED in record.msg:
+            record.msg = str(_redact(record.msg))
+        if isinstance(record.args, tuple) and any(_SIGNED in str(a) for a in record.args):
+            record.args = tuple(_redact(a) for a in record.args)
+        return True
+
+
+def _redact(value: object) -> object:
+    text = str(value)
+    if _SIGNED not in text:
+        return value
+    head, _, _ = text.partition(_SIGNED)
+    return f"{head}{_SIGNED}<redacted>"
+
+
+for _name in ("httpx", "httpcore.http11", "httpcore.http2"):
+    logging.getLogger(_name).addFilter(_RedactSignedUrls())
+
+
+class DocfenceClient:
+    """Talks to one docfence server with one API key. Use as a context manager or call close()."""
+
+    def __init__(
+        self, base_url: str, api_key: str, *, transport: httpx.BaseTransport | None = None,
+        timeout_s: float = 30.0, sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = monotonic, jitter: Callable[[], float] = random.random,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self._sleep, self._clock, self._jitter = sleep, clock, jitter
+        self._http = httpx.Client(base_url=self.base_url, transport=transport, timeout=timeout_s,
+                                  headers={"Authorization": f"Bearer {api_key}"}, follow_redirects=False)
+        # Never carries credentials: signed URLs are bearer tokens themselves.
+        self._public = httpx.Client(transport=transport, timeout=timeout_s, follow_redirects=False)
+
+    def close(self) -> None:
+        self._http.close()
+        self._public.close()
+
+    def __enter__(self) -> DocfenceClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- calls -----------------------------------------------------------------------------------
+    def submit(
+        self, path_or_bytes: str | os.PathLike[str] | bytes, *, idempotency_key: str | None = None,
+        document_class: str | None = None, mode: str | None = None,
+        watermark: Mapping[str, Any] | None = None, deadline_s: float | None = None,
+    ) -> JobView:
+        """Upload a PDF and create a job (the same idempotency key and request return the same job)."""
+        data: dict[str, str] = {}
+        if document_class:
+            data["document_class"] = document_class
+        if mode:
+            data["mode"] = mode
+        if deadline_s is not None:
+            data["deadline_s"] = repr(float(deadline_s))
+        if watermark is not None:
+            data["watermark"] = json.dumps(dict(watermark))
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        with contextlib.ExitStack() as stack:
+            if isinstance(path_or_bytes, bytes):
+                upload: Any = ("document.pdf", path_or_bytes, "application/pdf")
+            else:
+                path = Path(path_or_bytes)
+                upload = (path.name, stack.enter_context(path.open("rb")), "application/pdf")
+            response = self._request("POST", "/v1/jobs", files={"file": upload}, data=data, headers=headers)
+        return _job(response)
+
+    def get(self, job_id: str, *, wait_s: float | None = None, timeout_s: float | None = None) -> JobView:
+        params = {"wait": f"{wait_s:g}"} if wait_s else None
+        return _job(self._request("GET", f"/v1/jobs/{job_id}", params=params, timeout=timeout_s))
+
+    def cancel(self, job_id: str) -> JobView:
+        return _job(self._request("POST", f"/v1/jobs/{job_id}/cancel"))
+
+    def events(self, job_id: str) -> dict[str, Any]:
+        """The audit timeline (`events`) and attempt history (`attempts`) of a job."""
+        body: dict[str, Any] = self._request("GET", f"/v1/jobs/{job_id}/events").json()
+        return body
+
+    def capabilities(self) -> dict[str, Any]:
+        body: dict[str, Any] = self._request("GET", "/v1/capabilities").json()
+        return body
+
+    # -- wait ------------------------------------------------------------------------------------
+    def wait(self, job_id: str, *, budget_s: float = 45.0) -> JobView:
+        """Poll until the job is terminal, within a finite budget.
+
+        Backoff 250 ms doubling to 4 s with up to 25% jitter, never shorter than the server's Retry-After.
+        Returns the succeeded job; raises JobFailed, JobCanceled, ArtifactMissing, UnknownState, or
+        PollTimeout (this caller's budget ran out: not a job failure; the job id is on the error).
+        """
+        until = self._clock() + budget_s
+        delay, last = FIRST_DELAY_S, None
+        while True:
+            remaining = until - self._clock()
+            if remaining <= 0:
+                raise PollTimeout(job_id, last)
+            try:
+                last = self.get(job_id, timeout_s=min(self.timeout_s, max(remaining, 0.05)))
+            except TransportError as exc:
+                if until - self._clock() <= 0:
+                    raise PollTimeout(job_id, last) from exc
+                raise
+            if _settled(last):
+                return last
+            pause = delay + self._jitter() * delay / 4
+            if last.retry_after_s is not None:
+                pause = max(pause, last.retry_after_s)
+            remaining = until - self._clock()
+            if pause >= remaining:
+                self._sleep(max(remaining, 0.0))
+                raise PollTimeout(job_id, last)
+            self._sleep(pause)
+            delay = min(delay * 2, MAX_DELAY_S)
+
+    # -- download --------------------------------------------------------------------------------
+    def download(self, job_id: str, dest: str | os.PathLike[str]) -> Path:
+        """Fetch the artifact through its signed URL (no Authorization sent there), verify its sha256
+        and write it atomically. `dest` may be a folder (then `<job_id>.pdf` inside it)."""
+        job = self.get(job_id)
+        if job.state != "succeeded" or job.artifact is None:
+            _settled(job)  # raises the job's terminal error, if any
+            raise ArtifactMissing(f"job {job_id} has no artifact yet (state {job.state})")
+        redirect = self._request("GET", f"/v1/jobs/{job_id}/artifact", expect_redirect=True)
+        url = redirect.url.join(redirect.headers["location"])
+        target = Path(dest)
+        if target.is_dir():
+            target = target / f"{job_id}.pdf"
+        _stream_to(self._public, url, target, job.artifact.sha256)
+        return target
+
+    # -- plumbing --------------------------------------------------------------------------------
+    def _request(self, method: str, url: str, *, expect_redirect: bool = False,
+                 timeout: float | None = None, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self._http.request(method, url, timeout=timeout or self.timeout_s, **kwargs)
+        except httpx.HTTPError as exc:
+            raise TransportError(f"{method} {url}: {type(exc).__name__}") from exc
+        if expect_redirect and response.status_code in (302, 303, 307) and "location" in response.headers:
+            return response
+        raise_for_status(response)
+        return response
+
+
+def raise_for_status(response: httpx.Response) -> None:
+    """Translate an error answer to the most specific HttpError, by status and the server's code."""
+    if response.status_code < 400:
+        if 300 <= response.status_code < 400:
+            raise HttpError("unexpected redirect", status=response.status_code, server_code="redirect")
+        return
+    try:
+        body = response.json()["error"]
+        code, message = str(body["code"]), str(body["message"])
+    except (ValueError, KeyError, TypeError):
+        code, message = "http_error", f"HTTP {response.status_code}"
+    cls = BY_STATUS.get(response.status_code, ServerError if response.status_code >= 500 else HttpError)
+    raise cls(f"{code}: {message}", status=response.status_code, server_code=code)
+
+
+def _job(response: httpx.Response) -> JobView:
+    return JobView.from_json(response.json(), response.headers.get("retry-after"))
+
+
+def _settled(job: JobView) -> bool:
+    """True for a usable success; raises for every other terminal or unknown state."""
+    if job.state == "succeeded":
+        if job.artifact is None:
+            raise ArtifactMissing(f"job {job.id} succeeded without an artifact")
+        return True
+    if job.state == "failed":
+        raise JobFailed(job)
+    if job.state == "canceled":
+        raise JobCanceled(job)
+    if job.state not in KNOWN_STATES:
+        raise UnknownState(f"job {job.id} is in unknown state {job.state!r}")
+    return False
+
+
+def _stream_to(http: httpx.Client, url: httpx.URL, target: Path, expected_sha256: str) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    digest = hashlib.sha256()
+    try:
+        with os.fdopen(fd, "wb") as out, http.stream("GET", url) as response:
+            if response.status_code >= 400:
+                response.read()
+            raise_for_status(response)
+            for chunk in response.iter_bytes():
+                digest.update(chunk)
+                out.write(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+        if digest.hexdigest() != expected_sha256:
+            raise DownloadIntegrityError(f"artifact sha256 mismatch for {target.name}")
+        os.replace(tmp, target)
+    except httpx.HTTPError as exc:
+        _unlink(tmp)
+        raise TransportError(f"download failed: {type(exc).__name__}") from exc
+    except BaseException:
+        _unlink(tmp)
+        raise
+
+
+def _unlink(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)

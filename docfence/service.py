@@ -1,0 +1,446 @@
+"""Use cases shared by the API and the CLI: submit, read, cancel, download, API keys and signed URLs.
+
+Handlers call these and never the store; every error raised here carries a stable `code`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import logging
+import os
+import re
+import secrets
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from docfence import layout
+from docfence.blobs import BlobStore, RegionRouter
+from docfence.config import Settings
+from docfence.core.clock import Clock, SystemClock
+from docfence.core.errors import (
+    BlobNotFound,
+    ConfigError,
+    DocfenceError,
+    NotFound,
+)
+from docfence.core.ids import new_id
+from docfence.core.policy import JobPolicy, Mode, WatermarkSpec
+from docfence.core.records import ApiKey, Artifact, Attempt, AuditEvent, Job, NewJob
+from docfence.core.states import JobState
+from docfence.store.base import Store
+
+log = logging.getLogger(__name__)
+
+SCOPES = ("submit", "read", "admin")
+KEY_PREFIX = "dfk_"
+_TENANT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_KEY_ID_RE = re.compile(r"[0-9a-f]{12}")
+_TOKEN_RE = re.compile(r"[A-Za-z0-9_-]{1,800}\.[A-Za-z0-9_-]{43}")
+
+
+# -- errors of the service boundary. They belong in core.errors (requested from the lead); moving them
+# there brings this module back under ~400 lines.
+class InvalidRequest(DocfenceError):
+    """The request is invalid."""
+
+    code = "invalid_request"
+
+
+class Unauthorized(DocfenceError):
+    """A valid API key is required."""
+
+    code = "unauthorized"
+
+
+class Forbidden(DocfenceError):
+    """This API key lacks the scope for that operation."""
+
+    code = "forbidden"
+
+
+class UploadTooLarge(DocfenceError):
+    """The upload exceeds the maximum size; nothing was stored."""
+
+    code = "upload_too_large"
+
+
+class ArtifactNotReady(DocfenceError):
+    """The job has no downloadable artifact (it has not succeeded)."""
+
+    code = "artifact_not_ready"
+
+
+class ArtifactGone(DocfenceError):
+    """The artifact was deleted."""
+
+    code = "artifact_gone"
+
+
+class SignedUrlInvalid(DocfenceError):
+    """The download link is invalid."""
+
+    code = "signed_url_invalid"
+
+
+class SignedUrlExpired(DocfenceError):
+    """The download link has expired."""
+
+    code = "signed_url_expired"
+
+
+# -- principals and submissions --------------------------------------------------------------------
+@dataclass(frozen=True)
+class Principal:
+    """The caller behind one API key: its tenant and scopes (admin implies every scope)."""
+
+    key_id: str
+    tenant: str
+    scopes: tuple[str, ...]
+
+    @property
+    def actor(self) -> str:
+        return f"key:{self.key_id}"
+
+    def require(self, scope: str) -> None:
+        if scope not in self.scopes and "admin" not in self.scopes:
+            raise Forbidden(f"this API key lacks the {scope!r} scope")
+
+
+@dataclass(frozen=True)
+class SubmitRequest:
+    """What a caller may choose; everything else comes from the document class."""
+
+    document_class: str | None = None
+    mode: str | None = None
+    deadline_s: float | None = None
+    watermark: Mapping[str, Any] | None = None
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True)
+class JobDetail:
+    job: Job
+    artifact: Artifact | None
+
+
+@dataclass(frozen=True)
+class Download:
+    """An open, verifying stream of one artifact (close it when done)."""
+
+    job_id: str
+    attempt: int
+    sha256: str
+    size: int
+    chunks: Iterator[bytes]
+    close: Callable[[], None]
+
+
+class _CappedReader:
+    """Reads through to `raw` and raises UploadTooLarge once more than `limit` bytes went by."""
+
+    def __init__(self, raw: BinaryIO, limit: int) -> None:
+        self.raw, self.limit, self.total = raw, limit, 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.raw.read(n)
+        self.total += len(data)
+        if self.total > self.limit:
+            raise UploadTooLarge(f"the upload exceeds {self.limit} bytes; nothing was stored")
+        return data
+
+
+def check_tenant(tenant: str) -> str:
+    if not isinstance(tenant, str) or not _TENANT_RE.fullmatch(tenant):
+        raise InvalidRequest("tenant must match [A-Za-z0-9][A-Za-z0-9._-]* (at most 64 characters)")
+    return tenant
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def load_signing_secret(settings: Settings) -> bytes:
+    """The configured secret, or one generated once and kept (mode 0600) next to the data."""
+    if settings.signing_secret:
+        return str(settings.signing_secret).encode("utf-8")
+    folder = _data_dir(settings.database_url, settings.storage_url)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "signing.key"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_bytes().strip()
+    with os.fdopen(fd, "wb") as out:
+        out.write(secrets.token_hex(32).encode("ascii"))
+    return path.read_bytes().strip()
+
+
+def _data_dir(database_url: str, storage_url: str) -> Path:
+    if database_url.startswith("sqlite:///"):
+        return Path(database_url[len("sqlite:///") :]).parent
+    if storage_url.startswith("file:"):
+        return Path(storage_url[len("file:") :].removeprefix("//")).parent
+    raise ConfigError("set DOCFENCE_SIGNING_SECRET: API servers without a local data folder must share one")
+
+
+class Service:
+    """The use cases. One instance per process; thread-safe as long as the store is."""
+
+    def __init__(self, settings: Settings, store: Store, router: RegionRouter, *, clock: Clock | None = None,
+                 signing_secret: bytes | None = None) -> None:
+        self.settings, self.store, self.router = settings, store, router
+        self.clock = clock or SystemClock()
+        self._secret = signing_secret or load_signing_secret(settings)
+        # SQLite has one writer: queueing writers here, not in SQLite's sleeping busy handler, keeps
+        # a burst of submits from starving the threadpool that status reads also need.
+        self._writes = threading.BoundedSemaphore(1 if getattr(store, "dialect", "") == "sqlite" else 32)
+
+    # -- submit ----------------------------------------------------------------------------------
+    def submit(self, principal: Principal, stream: BinaryIO, request: SubmitRequest) -> tuple[Job, bool]:
+        """Store the upload under a pre-chosen job id, then create (or find) the job.
+
+        Raises UploadTooLarge (nothing stored), RegionNotApproved (before any byte is stored),
+        InvalidRequest, IdempotencyConflict. A duplicate submission returns the first job.
+        """
+        principal.require("submit")
+        tenant = check_tenant(principal.tenant)
+        policy = self._policy(request)
+        blobs = self.router.for_region(policy.region)
+        job_id = new_id()
+        key = layout.input_key(tenant, job_id)
+        limit = int(self.settings.max_upload_bytes)
+        info = blobs.put_stream(key, _CappedReader(stream, limit), max_bytes=limit)
+        new = NewJob(
+            tenant=tenant, policy=policy, input_key=key, input_sha256=info.sha256, input_bytes=info.bytes,
+            idempotency_key=request.idempotency_key, request_hash=_request_hash(info.sha256, policy, request),
+            actor=principal.actor, job_id=job_id,
+        )
+        try:
+            with self._writes:
+                job, created = self.store.submit(new)
+        except BaseException:
+            blobs.delete(key)
+            raise
+        if job.input_key != key:
+            blobs.delete(key)  # an earlier identical submission already owns its input
+        log.info("job %s submitted (created=%s, attempt %d)", job.id, created, job.attempt)
+        return job, created
+
+    def _policy(self, request: SubmitRequest) -> JobPolicy:
+        try:
+            cls = self.settings.document_class(request.document_class)
+            mode = request.mode or self.store.class_modes().get(cls.name)
+            if mode is not None:
+                mode = Mode(mode).value
+            overrides: dict[str, Any] = {}
+            if request.deadline_s is not None:
+                overrides["deadline_s"] = request.deadline_s
+            if request.watermark is not None:
+                overrides["watermark"] = _watermark(cls.watermark, request.watermark)
+            policy: JobPolicy = self.settings.policy_for(cls.name, mode_override=mode, **overrides)
+            return policy
+        except (ConfigError, ValueError, TypeError) as exc:
+            raise InvalidRequest(str(exc) if isinstance(exc, ConfigError) else f"invalid request: {exc}") \
+                from exc
+
+    # -- reads and cancel -----------------------------------------------------------------------
+    def get(self, principal: Principal, job_id: str) -> JobDetail:
+        principal.require("read")
+        return self.describe(self._visible(principal, job_id))
+
+    def describe(self, job: Job) -> JobDetail:
+        """The job with its artifact record once succeeded (the caller already may see the job)."""
+        artifact = self.store.artifact(job.id) if job.state is JobState.SUCCEEDED else None
+        return JobDetail(job, artifact)
+
+    def cancel(self, principal: Principal, job_id: str) -> Job:
+        """Cancel a queued or rendering job; IllegalTransition (409) when already terminal."""
+        principal.require("submit")
+        job = self._visible(principal, job_id)
+        with self._writes:
+            return self.store.cancel(job.id, actor=principal.actor)
+
+    def delete(self, principal: Principal, job_id: str, request_id: str) -> Job:
+        """Remove every byte of the job (input, all attempts, artifact) and keep its metadata as a
+        tombstone; a running attempt is canceled first. Needs the admin scope; audited with who asked."""
+        from docfence.maintenance.deletion import DeletionService
+
+        principal.require("admin")
+        job = self._visible(principal, job_id)
+        if not re.fullmatch(r"[A-Za-z0-9._:-]{1,128}", request_id):
+            raise InvalidRequest("the deletion request id must be 1-128 letters, digits or ._:-")
+        with self._writes:
+            DeletionService(self.store, self.router).delete_job(
+                job.id, actor=principal.actor, request_id=request_id)
+        return self.store.get(job.id)
+
+    def events(self, principal: Principal, job_id: str) -> tuple[list[AuditEvent], list[Attempt]]:
+        principal.require("read")
+        job = self._visible(principal, job_id)
+        return self.store.audit_events(job.id), self.store.attempts(job.id)
+
+    def _visible(self, principal: Principal, job_id: str) -> Job:
+        """Another tenant's job is indistinguishable from a missing one."""
+        try:
+            job = self.store.get(job_id)
+        except NotFound:
+            raise NotFound(f"no job {job_id}") from None
+        if job.tenant != principal.tenant:
+            raise NotFound(f"no job {job_id}")
+        return job
+
+    def store_ready(self) -> bool:
+        try:
+            self.store.now()
+        except DocfenceError:
+            return False
+        return True
+
+    # -- artifacts and signed URLs ----------------------------------------------------------------
+    def artifact_url_token(self, principal: Principal, job_id: str) -> str:
+        """A short-lived token for `/v1/signed/{token}`; binds job, attempt, sha256, expiry and key."""
+        principal.require("read")
+        job = self._visible(principal, job_id)
+        artifact = self._live_artifact(job)
+        expires = int(self.clock.now().timestamp() + float(self.settings.signed_url_ttl_s))
+        payload = {"j": job.id, "a": artifact.attempt, "s": artifact.sha256, "e": expires,
+                   "k": principal.key_id}
+        body = _b64(json.dumps(payload, separators=(",", ":"), sort_keys=True).encode())
+        return f"{body}.{self._mac(body)}"
+
+    def open_signed(self, token: str) -> Download:
+        """Verify the token, record a "download" audit event and open a verifying stream.
+
+        Raises SignedUrlInvalid (tampered), SignedUrlExpired, ArtifactGone (deleted since signing).
+        """
+        payload = self._verify_token(token)
+        try:
+            job = self.store.get(str(payload["j"]))
+        except NotFound:
+            raise ArtifactGone() from None
+        artifact = self._live_artifact(job)
+        if artifact.attempt != payload["a"] or artifact.sha256 != payload["s"]:
+            raise ArtifactGone("the artifact this link named is no longer published")
+        try:
+            blobs = self.router.for_region(job.region)
+            reader = blobs.open_read(artifact.key, expected_sha256=artifact.sha256)
+        except BlobNotFound:
+            raise ArtifactGone() from None
+        with self._writes:
+            self.store.record_event("download", actor=f"key:{payload['k']}", job_id=job.id,
+                                    details={"attempt": artifact.attempt, "bytes": artifact.bytes})
+        log.info("job %s attempt %d artifact downloaded", job.id, artifact.attempt)
+        return Download(job.id, artifact.attempt, artifact.sha256, artifact.bytes,
+                        reader.iter_chunks(), reader.close)
+
+    def _live_artifact(self, job: Job) -> Artifact:
+        if job.deleted_at is not None:
+            raise ArtifactGone()
+        if job.state is not JobState.SUCCEEDED:
+            raise ArtifactNotReady(f"job {job.id} is {job.state.value}; it has no artifact")
+        artifact = self.store.artifact(job.id)
+        if artifact is None:
+            raise ArtifactNotReady(f"job {job.id} has no artifact")
+        if artifact.deleted_at is not None:
+            raise ArtifactGone()
+        return artifact
+
+    def _mac(self, body: str) -> str:
+        return _b64(hmac.new(self._secret, body.encode("ascii"), hashlib.sha256).digest())
+
+    def _verify_token(self, token: str) -> dict[str, Any]:
+        if not _TOKEN_RE.fullmatch(token):  # also keeps non-ASCII text away from hmac
+            raise SignedUrlInvalid()
+        body, _, mac = token.partition(".")
+        if not hmac.compare_digest(mac, self._mac(body)):
+            raise SignedUrlInvalid()
+        try:
+            payload: dict[str, Any] = json.loads(_unb64(body))
+            expires = float(payload["e"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SignedUrlInvalid() from exc
+        if self.clock.now().timestamp() >= expires:
+            raise SignedUrlExpired()
+        return payload
+
+    # -- API keys ---------------------------------------------------------------------------------
+    def create_api_key(self, tenant: str, scopes: tuple[str, ...], *, name: str = "",
+                       actor: str = "cli") -> tuple[ApiKey, str]:
+        """Returns the record and the full key `dfk_<id>_<secret>`; only sha256(secret) is stored."""
+        check_tenant(tenant)
+        bad = [s for s in scopes if s not in SCOPES]
+        if not scopes or bad:
+            raise InvalidRequest(f"scopes must be a non-empty subset of {', '.join(SCOPES)}")
+        key_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
+        record = self.store.insert_api_key(key_id, tenant=tenant, name=name or key_id, scopes=tuple(scopes),
+                                           key_hash=_hash_secret(secret), actor=actor)
+        return record, f"{KEY_PREFIX}{key_id}_{secret}"
+
+    def authenticate(self, presented: str | None) -> Principal:
+        """Raises Unauthorized for a missing, malformed, unknown, wrong or revoked key."""
+        if not presented or not presented.startswith(KEY_PREFIX):
+            raise Unauthorized()
+        key_id, _, secret = presented[len(KEY_PREFIX) :].partition("_")
+        if not _KEY_ID_RE.fullmatch(key_id) or not secret:
+            raise Unauthorized()
+        record = self.store.get_api_key(key_id)
+        if record is None or record.revoked_at is not None:
+            raise Unauthorized()
+        if not hmac.compare_digest(_hash_secret(secret), record.key_hash):
+            raise Unauthorized()
+        return Principal(record.id, record.tenant, record.scopes)
+
+    def revoke_api_key(self, key_id: str, *, actor: str = "cli") -> ApiKey:
+        return self.store.revoke_api_key(key_id, actor=actor)
+
+    def list_api_keys(self, tenant: str | None = None) -> list[ApiKey]:
+        return self.store.list_api_keys(tenant)
+
+
+def _hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+def _watermark(base: WatermarkSpec, given: Mapping[str, Any]) -> WatermarkSpec:
+    if not isinstance(given, Mapping):
+        raise InvalidRequest("watermark must be a JSON object of WatermarkSpec fields")
+    merged = {**asdict(base), **given}
+    if isinstance(merged.get("color"), list):
+        merged["color"] = tuple(merged["color"])
+    return WatermarkSpec(**merged)
+
+
+def _request_hash(input_sha256: str, policy: JobPolicy, request: SubmitRequest) -> str:
+    """Same bytes + same caller choices = same request (class mode changes do not create conflicts)."""
+    chosen = {"document_class": policy.document_class, "mode": request.mode,
+              "deadline_s": request.deadline_s, "watermark": dict(request.watermark or {})}
+    canonical = json.dumps(chosen, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(f"{input_sha256}\n{canonical}".encode()).hexdigest()
+
+
+def build_service(
+    settings: Settings, store: Store | None = None, blobs: RegionRouter | BlobStore | None = None,
+    *, clock: Clock | None = None,
+) -> Service:
+    """Wire a Service from settings; `blobs` may be a router or one store serving every region."""
+    if store is None:
+        from docfence.store.base import open_store
+
+        store = open_store(settings.database_url)
+    if blobs is None:
+        router = RegionRouter.from_config(settings.region_urls())
+    elif isinstance(blobs, RegionRouter):
+        router = blobs
+    else:
+        router = RegionRouter({region: blobs for region in settings.region_urls()})
+    return Service(settings, store, router, clock=clock)

@@ -1,0 +1,100 @@
+"""The `docfence` job and key commands against a live server: output and exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from docfence.cli import jobs, keys, serve
+
+from .conftest import PDF, ApiEnv
+
+
+def cli(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="docfence")
+    sub = parser.add_subparsers(dest="command")
+    for module in (jobs, keys, serve):
+        module.register(sub)
+    args = parser.parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+@pytest.fixture
+def shell(env: ApiEnv, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> ApiEnv:
+    monkeypatch.setenv("DOCFENCE_DATABASE_URL", env.settings.database_url)
+    monkeypatch.setenv("DOCFENCE_STORAGE_URL", env.settings.storage_url)
+    monkeypatch.setenv("DOCFENCE_URL", env.base_url)
+    monkeypatch.delenv("DOCFENCE_API_KEY", raising=False)
+    assert cli(["keys", "create", "--tenant", "acme", "--scopes", "submit,read", "--name", "ci"]) == 0
+    key = capsys.readouterr().out.strip().splitlines()[-1]
+    assert key.startswith("dfk_")
+    monkeypatch.setenv("DOCFENCE_API_KEY", key)
+    return env
+
+
+def _json_out(capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+    out = capsys.readouterr().out.strip().splitlines()
+    data: dict[str, object] = json.loads(out[-1])
+    return data
+
+
+def test_submit_status_wait_download(
+    shell: ApiEnv, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = tmp_path / "in.pdf"
+    src.write_bytes(PDF)
+    assert cli(["submit", str(src), "--text", "PRIVATE", "--mode", "raster", "--json"]) == 0
+    job = _json_out(capsys)
+    job_id = str(job["id"])
+    assert job["state"] == "queued" and job["mode"] == "raster"
+    assert shell.store.get(job_id).policy.watermark.text == "PRIVATE"  # type: ignore[union-attr]
+    assert cli(["status", job_id]) == 0
+    assert capsys.readouterr().out.startswith(f"{job_id} queued")
+    shell.finish(job_id, b"%PDF-1.4 out\n")
+    assert cli(["wait", job_id, "--budget", "5"]) == 0
+    assert "succeeded" in capsys.readouterr().out
+    out = tmp_path / "out.pdf"
+    assert cli(["download", job_id, "--out", str(out)]) == 0
+    assert out.read_bytes() == b"%PDF-1.4 out\n"
+    assert cli(["cancel", job_id]) == 4
+    assert "illegal_transition" in capsys.readouterr().err
+
+
+def test_exit_codes_for_canceled_timeout_and_usage(
+    shell: ApiEnv, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = tmp_path / "in.pdf"
+    src.write_bytes(PDF)
+    assert cli(["submit", str(src), "--json"]) == 0
+    slow = str(_json_out(capsys)["id"])
+    assert cli(["wait", slow, "--budget", "0.4"]) == 3
+    assert "poll_timeout" in capsys.readouterr().err
+    assert cli(["submit", str(src), "--json"]) == 0
+    doomed = str(_json_out(capsys)["id"])
+    assert cli(["cancel", doomed]) == 0
+    assert cli(["wait", doomed]) == 1
+    assert cli(["submit", str(src), "--wait", "--budget", "0.3"]) == 3
+    assert cli(["submit", str(tmp_path / "missing.pdf")]) == 2
+    monkeypatch.delenv("DOCFENCE_API_KEY")
+    assert cli(["status", slow]) == 2
+    with pytest.raises(SystemExit) as usage:
+        cli(["download", slow])
+    assert usage.value.code == 2
+
+
+def test_keys_list_and_revoke(shell: ApiEnv, capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    assert cli(["keys", "list"]) == 0
+    listing = capsys.readouterr().out
+    key_id = listing.split("\t")[0]
+    assert "acme" in listing and "dfk_" not in listing
+    assert cli(["keys", "revoke", key_id]) == 0
+    assert cli(["status", "job_x"]) == 4
+    assert "unauthorized" in capsys.readouterr().err
+    assert cli(["keys", "revoke", "nope"]) == 2
+    assert cli(["keys", "create", "--tenant", "bad tenant"]) == 2
+    assert cli(["keys", "create", "--tenant", "acme", "--scopes", "root"]) == 2
