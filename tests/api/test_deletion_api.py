@@ -6,6 +6,7 @@ from __future__ import annotations
 import httpx
 
 from docfence import layout
+
 from .conftest import ApiEnv
 from .test_security import _auth, _redirect, _succeeded_job
 
