@@ -23,11 +23,14 @@ CHANNEL = "docfence_jobs"
 
 
 class _PgTx:
-    def __init__(self, conn: psycopg.Connection[Row], queries: dict[str, str]) -> None:
-        self.conn, self.queries = conn, queries
+    """Statements are pipelined: `send` queues one without waiting; reading a result flushes."""
+
+    def __init__(self, conn: psycopg.Connection[Row], queries: dict[str, str], pipeline: Any) -> None:
+        self.conn, self.queries, self.pipeline = conn, queries, pipeline
 
     def all(self, name: str, **params: Any) -> list[Row]:
         cur = self.conn.execute(self.queries[name], params)
+        self.pipeline.sync()
         return list(cur.fetchall()) if cur.description else []
 
     def one(self, name: str, **params: Any) -> Row | None:
@@ -36,7 +39,11 @@ class _PgTx:
 
     def run(self, name: str, **params: Any) -> int:
         cur = self.conn.execute(self.queries[name], params)
+        self.pipeline.sync()
         return cur.rowcount
+
+    def send(self, name: str, **params: Any) -> None:
+        self.conn.execute(self.queries[name], params)
 
 
 class PostgresStore(SqlStore):
@@ -70,8 +77,8 @@ class PostgresStore(SqlStore):
             self._drop()
             conn = self._conn()
         try:
-            with conn.transaction():
-                yield _PgTx(conn, self.queries)
+            with conn.pipeline() as pipeline, conn.transaction():
+                yield _PgTx(conn, self.queries, pipeline)
         except psycopg.OperationalError as exc:
             self._drop()
             raise StoreUnavailable("the PostgreSQL connection failed") from exc

@@ -65,6 +65,9 @@ class _SqliteTx:
             cur.fetchall()
         return cur.rowcount
 
+    def send(self, name: str, **params: Any) -> None:
+        self.run(name, **params)
+
 
 class SqliteStore(SqlStore):
     dialect = "sqlite"

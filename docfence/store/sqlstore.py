@@ -43,6 +43,8 @@ class Tx(Protocol):
     def one(self, name: str, **params: Any) -> Row | None: ...
     def all(self, name: str, **params: Any) -> list[Row]: ...
     def run(self, name: str, **params: Any) -> int: ...
+    def send(self, name: str, **params: Any) -> None:
+        """Run without waiting for the outcome (PostgreSQL pipelines it; errors surface at commit)."""
 
 
 class SqlStore(ReportQueries):
@@ -97,7 +99,7 @@ class SqlStore(ReportQueries):
                 tx, row, Event.SUBMITTED, actor=new.actor, from_state=None, to_state=JobState.QUEUED,
                 details={"document_class": job.document_class, "mode": job.mode, "region": job.region},
             )
-            tx.one("notify_queued")
+            tx.send("notify_queued")
         return job, True
 
     def _existing_for_key(self, tx: Tx, new: NewJob) -> Job:
@@ -119,7 +121,7 @@ class SqlStore(ReportQueries):
             rows = tx.all("claim_jobs", worker=worker, limit=limit, now=self._now_param())
             claims = []
             for row in rows:
-                tx.run("insert_attempt", job_id=row["id"], attempt=row["attempt"], worker=worker,
+                tx.send("insert_attempt", job_id=row["id"], attempt=row["attempt"], worker=worker,
                        claimed_at=row["claimed_at"])
                 self._append_job_event(
                     tx, row, Event.LEASE_ACQUIRED, actor=worker, from_state=JobState.QUEUED,
@@ -154,7 +156,7 @@ class SqlStore(ReportQueries):
         """Fenced commit: succeeded with the artifact, or StaleAttempt and nothing is published."""
         with self._tx() as tx:
             row = self._fence(tx, job_id, attempt, worker, Event.ARTIFACT_COMMITTED, None, None)
-            tx.run("insert_artifact", job_id=job_id, attempt=attempt, storage_key=artifact.key,
+            tx.send("insert_artifact", job_id=job_id, attempt=attempt, storage_key=artifact.key,
                    sha256=artifact.sha256, bytes=artifact.bytes, pages=artifact.pages,
                    validation=json.dumps(artifact.validation, sort_keys=True), created_at=row["updated_at"])
             self._end_attempt(tx, row, Event.ARTIFACT_COMMITTED, None)
@@ -194,7 +196,7 @@ class SqlStore(ReportQueries):
             self._end_attempt(tx, row, Event.LEASE_RELEASED, None)
             self._append_job_event(tx, row, Event.LEASE_RELEASED, actor=worker,
                                    from_state=JobState.RENDERING, to_state=JobState.QUEUED)
-            tx.one("notify_queued")
+            tx.send("notify_queued")
         return self._job(row)
 
     def _fence(
@@ -212,7 +214,7 @@ class SqlStore(ReportQueries):
         return row
 
     def _end_attempt(self, tx: Tx, row: Row, event: Event, code: str | None) -> None:
-        tx.run("end_attempt", job_id=row["id"], attempt=row["attempt"], ended_at=row["updated_at"],
+        tx.send("end_attempt", job_id=row["id"], attempt=row["attempt"], ended_at=row["updated_at"],
                outcome=event.value, error_code=code)
 
     # -- cancellation and maintenance --------------------------------------------------------------
@@ -252,7 +254,7 @@ class SqlStore(ReportQueries):
                                        to_state=target)
                 moved.append(self._job(row))
             if moved:
-                tx.one("notify_queued")
+                tx.send("notify_queued")
         return moved
 
     def cancel_past_deadline(self, *, batch: int = 100) -> list[Job]:
@@ -354,7 +356,8 @@ class SqlStore(ReportQueries):
             head = tx.one("bump_job_audit", id=job_id, now=self._now_param())
             if head is None:
                 raise NotFound(f"no job {job_id}")
-            chain, seq, prev, at = job_id, head["audit_seq"], head["audit_hash"], head["now"]
+            chain, seq, at = job_id, head["audit_seq"], head["now"]
+            prev = self._prev_hash(tx, job_id, seq)
             attempt, state = head["attempt"], head["state"]
         else:
             head = tx.one("lock_chain", chain=chain, now=self._now_param())
@@ -365,10 +368,8 @@ class SqlStore(ReportQueries):
         fields = {"job_id": job_id, "attempt": attempt, "actor": actor, "action": action,
                   "from_state": state, "to_state": state, "reason": reason, "at": at, "details": details}
         digest = self._insert_event(tx, chain, seq, prev, fields)
-        if job_id is not None:
-            tx.run("set_job_audit_hash", id=job_id, hash=digest)
-        else:
-            tx.run("upsert_chain", chain=chain, seq=seq, hash=digest)
+        if job_id is None:
+            tx.send("upsert_chain", chain=chain, seq=seq, hash=digest)
         return AuditEvent(seq=0, chain=chain, chain_seq=seq, prev_hash=prev, hash=digest, **fields)
 
     def _db_now(self, tx: Tx) -> datetime:
@@ -389,13 +390,20 @@ class SqlStore(ReportQueries):
             "from_state": from_state.value if from_state else None, "to_state": to_state.value,
             "reason": reason_detail or event.value, "at": row["updated_at"], "details": details or {},
         }
-        digest = self._insert_event(tx, row["id"], row["audit_seq"], row["audit_hash"], fields)
-        tx.run("set_job_audit_hash", id=row["id"], hash=digest)
+        self._insert_event(tx, row["id"], row["audit_seq"], self._prev_hash(tx, row["id"], row["audit_seq"]),
+                           fields)
+
+    def _prev_hash(self, tx: Tx, chain: str, seq: int) -> str:
+        """The previous event's hash of a job chain (the job row lock serialises the chain)."""
+        if seq <= 1:
+            return ""
+        row = tx.one("prev_audit_hash", chain=chain, seq=seq - 1)
+        return str(row["hash"]) if row else ""
 
     def _insert_event(self, tx: Tx, chain: str, seq: int, prev: str, fields: dict[str, Any]) -> str:
         digest = event_hash(prev, chain, seq, fields)
         params = dict(fields, details=json.dumps(fields["details"], sort_keys=True))
-        tx.run("insert_audit", chain=chain, chain_seq=seq, prev_hash=prev, hash=digest, **params)
+        tx.send("insert_audit", chain=chain, chain_seq=seq, prev_hash=prev, hash=digest, **params)
         return digest
 
     def pause_claims(self, scope: str, *, actor: str, reason: str | None = None) -> None:
@@ -409,7 +417,7 @@ class SqlStore(ReportQueries):
             if tx.run("delete_pause", scope=scope):
                 self._append_event(tx, "claims_resumed", actor=actor, job_id=None, reason=None,
                                    details={"scope": scope}, chain="operations")
-            tx.one("notify_queued")
+            tx.send("notify_queued")
 
     def paused_scopes(self) -> list[str]:
         with self._tx(write=False) as tx:
@@ -476,14 +484,14 @@ class SqlStore(ReportQueries):
             row = tx.one("tombstone_job", id=job_id, request_id=request_id, now=self._now_param())
             if row is None:
                 raise StaleAttempt(f"job {job_id} is still active; retry the deletion")
-            tx.run("tombstone_artifact", job_id=job_id, deleted_at=row["deleted_at"])
+            tx.send("tombstone_artifact", job_id=job_id, deleted_at=row["deleted_at"])
             fields = {
                 "job_id": job_id, "attempt": row["attempt"], "actor": actor, "action": "bytes_deletion",
                 "from_state": row["state"], "to_state": row["state"], "reason": reason,
                 "at": row["deleted_at"], "details": {"request_id": request_id},
             }
-            digest = self._insert_event(tx, job_id, row["audit_seq"], row["audit_hash"], fields)
-            tx.run("set_job_audit_hash", id=job_id, hash=digest)
+            self._insert_event(tx, job_id, row["audit_seq"], self._prev_hash(tx, job_id, row["audit_seq"]),
+                               fields)
         return self._job(row)
 
     def retention_due(self, *, batch: int = 100) -> list[str]:

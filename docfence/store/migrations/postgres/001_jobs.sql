@@ -33,8 +33,7 @@ CREATE TABLE jobs (
     finished_at TIMESTAMPTZ,
     deleted_at TIMESTAMPTZ,
     deletion_request_id TEXT,
-    audit_seq INTEGER NOT NULL DEFAULT 0,
-    audit_hash TEXT NOT NULL DEFAULT ''
+    audit_seq INTEGER NOT NULL DEFAULT 0  -- number of the job's last audit event (its chain head)
 );
 CREATE UNIQUE INDEX jobs_idempotency_idx ON jobs (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL;
 CREATE INDEX jobs_claim_idx ON jobs (run_after, id) WHERE state = 'queued';

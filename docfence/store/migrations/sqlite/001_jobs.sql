@@ -34,8 +34,7 @@ CREATE TABLE jobs (
     finished_at REAL,
     deleted_at REAL,
     deletion_request_id TEXT,
-    audit_seq INTEGER NOT NULL DEFAULT 0,
-    audit_hash TEXT NOT NULL DEFAULT ''
+    audit_seq INTEGER NOT NULL DEFAULT 0  -- number of the job's last audit event (its chain head)
 );
 CREATE UNIQUE INDEX jobs_idempotency_idx ON jobs (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL;
 -- The claim reads only this partial index; the claim query names it with INDEXED BY so the planner

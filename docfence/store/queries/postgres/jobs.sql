@@ -138,12 +138,12 @@ SELECT * FROM artifacts WHERE job_id = :job_id;
 UPDATE jobs SET audit_seq = audit_seq + 1,
        updated_at = updated_at
  WHERE id = :id
-RETURNING id, attempt, state, audit_seq, audit_hash,
+RETURNING id, attempt, state, audit_seq,
           coalesce(:now::timestamptz, now()) AS now;
 
--- name: set_job_audit_hash
--- Advance a job's chain head to the event just written.
-UPDATE jobs SET audit_hash = :hash WHERE id = :id;
+-- name: prev_audit_hash
+-- The hash of event number :seq of a chain ('' before the first), found through its unique index.
+SELECT coalesce((SELECT hash FROM audit_events WHERE chain = :chain AND chain_seq = :seq), '') AS hash;
 
 -- name: lock_chain
 -- Head of a non-job audit chain, locked until commit (the advisory lock covers a chain not yet created).
@@ -173,7 +173,9 @@ SELECT * FROM audit_events WHERE seq > :after_seq ORDER BY seq LIMIT :limit;
 
 -- name: list_chain_heads
 -- Every chain head: jobs' and the non-job chains' (verification).
-SELECT id AS chain, audit_seq AS seq, audit_hash AS hash FROM jobs WHERE audit_seq > 0
+SELECT j.id AS chain, j.audit_seq AS seq, coalesce(e.hash, '') AS hash
+  FROM jobs AS j LEFT JOIN audit_events AS e ON e.chain = j.id AND e.chain_seq = j.audit_seq
+ WHERE j.audit_seq > 0
 UNION ALL SELECT chain, seq, hash FROM audit_chains;
 
 -- name: list_attempts
