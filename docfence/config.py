@@ -70,12 +70,15 @@ class Settings:
     reconcile_batch: int = 100
     staging_grace_s: float = 3600.0
     report_processors: tuple[str, ...] = ()  # outside renderers report requests may name
+    log_level: str = "INFO"
 
     def __post_init__(self) -> None:
         if not self.database_url.startswith(("sqlite:///", "postgresql://", "postgres://")):
             raise ConfigError("DOCFENCE_DATABASE_URL must be sqlite:///path or postgresql://...")
         if not self.storage_url.startswith(("file:", "s3://")):
             raise ConfigError("DOCFENCE_STORAGE_URL must be file:///dir or s3://bucket/prefix")
+        if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+            raise ConfigError("DOCFENCE_LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL")
         if self.default_class not in self.all_classes():
             raise ConfigError(f"default_class {self.default_class!r} is not a configured class")
 
@@ -113,6 +116,7 @@ _ENV = {
     "DOCFENCE_SIGNING_SECRET": ("signing_secret", str),
     "DOCFENCE_DEFAULT_CLASS": ("default_class", str),
     "DOCFENCE_MAX_UPLOAD_BYTES": ("max_upload_bytes", int),
+    "DOCFENCE_LOG_LEVEL": ("log_level", str),
 }
 _WORKER_ENV = {
     "DOCFENCE_LEASE_TTL_S": "lease_ttl_s",

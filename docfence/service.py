@@ -33,6 +33,7 @@ from docfence.core.ids import new_id
 from docfence.core.policy import JobPolicy, Mode, WatermarkSpec
 from docfence.core.records import ApiKey, Artifact, Attempt, AuditEvent, Job, NewJob
 from docfence.core.states import JobState
+from docfence.observability import metrics
 from docfence.store.base import Store
 
 log = logging.getLogger(__name__)
@@ -268,7 +269,9 @@ class Service:
         principal.require("submit")
         job = self._visible(principal, job_id)
         with self._writes:
-            return self.store.cancel(job.id, actor=principal.actor)
+            canceled = self.store.cancel(job.id, actor=principal.actor)
+        metrics.record_terminal(canceled)
+        return canceled
 
     def delete(self, principal: Principal, job_id: str, request_id: str) -> Job:
         """Remove every byte of the job (input, all attempts, artifact) and keep its metadata as a

@@ -34,6 +34,9 @@ def create_app(
     app.include_router(public.router)
     app.include_router(reports_routes.router)
     app.state.report_processors = tuple(settings.report_processors)
+    from docfence.console import install as install_console  # local import: console imports api.deps
+
+    install_console(app)  # /console, /console/api/*, /metrics
     app.add_middleware(BodyLimit, max_bytes=settings.max_upload_bytes)
     return app
 
@@ -52,8 +55,11 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8080, *, log_
     """Run the API with uvicorn until interrupted. The access log is off (tokens live in paths)."""
     import uvicorn
 
+    from docfence.logs import configure
+
+    configure(log_level.upper())  # JSON lines, redacted; log_config=None keeps uvicorn on them
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).addFilter(_NoSignedPaths())
     app = create_app(settings)
-    uvicorn.run(app, host=host, port=port, access_log=False, log_level=log_level,
+    uvicorn.run(app, host=host, port=port, access_log=False, log_level=log_level, log_config=None,
                 server_header=False, proxy_headers=False)

@@ -11,7 +11,8 @@ import importlib
 import sys
 
 # Modules under docfence.cli that provide commands; each owns its own arguments.
-COMMAND_MODULES = ("runtime", "watermark", "jobs", "keys", "serve", "data", "reports", "bench")
+COMMAND_MODULES = ("runtime", "watermark", "jobs", "keys", "serve", "data", "reports", "bench",
+                   "inspect", "capacity")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -24,6 +24,8 @@ def register(sub: Any) -> None:
     worker.add_argument("--until-idle", action="store_true", help="exit when no job is queued")
     worker.add_argument("--max-jobs", type=int, default=None)
     worker.add_argument("--no-reconcile", action="store_true", help="do not run the reconciler in-process")
+    worker.add_argument("--metrics-port", type=int, default=None, help="serve /metrics from this process")
+    worker.add_argument("--metrics-addr", default="127.0.0.1", help="address for --metrics-port")
     worker.set_defaults(func=run_worker_cmd)
 
     rec = sub.add_parser("reconcile", help="requeue expired leases, cancel past deadlines, delete orphans")
@@ -68,11 +70,15 @@ def run_worker_cmd(args: argparse.Namespace) -> int:
 
     from docfence.runtime import Runtime, run_worker
 
-    configure_logs()
     settings = load_settings()
+    configure_logs(settings.log_level.upper())
     if args.no_reconcile:
         settings = replace(settings, worker=replace(settings.worker, reconcile_in_process=False))
     rt = Runtime.open(settings)
+    if args.metrics_port is not None:
+        from docfence.observability.exposition import serve_metrics
+
+        serve_metrics(args.metrics_port, rt.store, addr=args.metrics_addr)
     counters = run_worker(rt, until_idle=args.until_idle, max_jobs=args.max_jobs)
     print(json.dumps(counters.__dict__))
     rt.close()

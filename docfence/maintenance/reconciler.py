@@ -13,6 +13,7 @@ from docfence.core.clock import monotonic
 from docfence.core.errors import DocfenceError, NotFound
 from docfence.layout import attempt_of_staging_key
 from docfence.maintenance.deletion import DeletionService
+from docfence.observability import metrics
 from docfence.store.base import Store
 
 log = logging.getLogger("docfence.reconciler")
@@ -50,9 +51,13 @@ class Reconciler:
 
     def run_once(self) -> ReconcileResult:
         result = ReconcileResult()
-        for job in self.store.requeue_expired(batch=self.config.batch):
+        expired = self.store.requeue_expired(batch=self.config.batch)
+        for job in expired:
             (result.failed if job.state.terminal else result.requeued).append(job.id)
-        result.canceled = [j.id for j in self.store.cancel_past_deadline(batch=self.config.batch)]
+        canceled = self.store.cancel_past_deadline(batch=self.config.batch)
+        result.canceled = [j.id for j in canceled]
+        metrics.record_reconcile(len(result.requeued), len(result.failed))
+        metrics.record_terminals([*expired, *canceled])  # skips the requeued (non-terminal) ones
         if self.regions is not None:
             deletion = DeletionService(self.store, self.regions)
             result.retention_deleted = [r.job_id for r in deletion.enforce_retention(batch=self.config.batch)]

@@ -19,6 +19,7 @@ from docfence.blobs import RegionRouter
 from docfence.core.clock import Clock, SystemClock
 from docfence.core.errors import BlobError, DocfenceError, ProviderError, StaleAttempt
 from docfence.core.records import ArtifactInfo, Claim
+from docfence.observability import metrics
 from docfence.providers import BoundedPoller, Observation, PollOutcome, ProviderClient, ProviderConfig
 from docfence.reports.provider_render import inspect_in_child, provider_input
 from docfence.reports.templates import report_store
@@ -54,6 +55,7 @@ class ProviderObservationSink:
         self.store, self.claim, self.provider = store, claim, provider
 
     def record(self, obs: Observation) -> None:
+        metrics.record_provider_observation(obs.kind.value)
         self.store.record_provider_observation(
             self.claim.job.id, self.claim.attempt, self.claim.worker, provider=self.provider,
             kind=obs.kind.value, provider_job_id=obs.provider_job_id, status=obs.status,
@@ -112,6 +114,7 @@ class Dispatcher:
             poller = BoundedPoller(client, clock=self.clock, sleep=sleep, policy=cfg.poll)
             deadline = job.deadline_at - timedelta(seconds=self.config.commit_margin_s)
             outcome = poller.poll(provider_job_id, deadline=deadline, sink=sink)
+            metrics.record_provider_poll(outcome.outcome.value)
             if not outcome.succeeded:
                 error = outcome.error()
                 assert error is not None

@@ -74,7 +74,8 @@ def _render(input_path: str, output_path: str, policy_json: str) -> RenderOutcom
         err = RenderResourceExceeded("rendering exceeded its memory limit")
         return RenderOutcome(False, error_code=err.code, error_message=err.message)
     except DocfenceError as exc:
-        return RenderOutcome(False, error_code=exc.code, error_message=exc.message, retryable=exc.retryable)
+        return RenderOutcome(False, error_code=exc.code, error_message=exc.message, retryable=exc.retryable,
+                             validation=getattr(exc, "report", None))
     except Exception as exc:  # an engine bug must fail the attempt, not hang it
         return RenderOutcome(False, error_code="render_error",
                              error_message=f"the renderer failed ({type(exc).__name__})", retryable=True)

@@ -21,6 +21,7 @@ from docfence.core.errors import BlobError, DocfenceError, StaleAttempt, StoreEr
 from docfence.core.ids import new_id
 from docfence.core.records import ArtifactInfo, Claim
 from docfence.layout import staging_key
+from docfence.observability import metrics
 from docfence.store.base import Store
 from docfence.worker import child
 from docfence.worker.faults import fault_point
@@ -75,6 +76,8 @@ class Worker:
             self.stopping.wait(self.cfg.poll_interval_s)
             return []
         self.counters.claimed += len(claims)
+        for claim in claims:
+            metrics.record_claimed(claim.job.mode)
         return claims
 
     def _wait_for_work(self) -> None:
@@ -116,12 +119,15 @@ class Worker:
             if outcome is None:
                 return  # lease lost or shutdown: nothing recorded as success
             if not outcome.ok:
+                if outcome.error_code == "validation_failed":
+                    metrics.record_validation_report(outcome.validation, job.mode)
                 self._fail(claim, outcome.error_code or "render_error", outcome.error_message or "",
                            outcome.retryable)
                 return
             self._stage_and_commit(claim, lease, workdir / "output.pdf", outcome)
         except StaleAttempt:
             self.counters.discarded += 1
+            metrics.record_discarded("stale_commit")
             log.warning("stale attempt; output discarded", extra=ctx)
         except BlobError as exc:
             self._fail(claim, exc.code, exc.message, True)
@@ -139,7 +145,8 @@ class Worker:
                   int(limits.render_timeout_s) + 1),
         )
         proc.start()
-        deadline = monotonic() + limits.render_timeout_s
+        started = monotonic()
+        deadline = started + limits.render_timeout_s
         while proc.is_alive():
             proc.join(timeout=0.05)
             if lease.lost.is_set() or self._grace_over():
@@ -147,6 +154,7 @@ class Worker:
                 proc.join()
                 if lease.lost.is_set():
                     self.counters.discarded += 1
+                    metrics.record_discarded("lease_lost")
                     log.warning("lease lost; render killed and discarded",
                                 extra={"job_id": claim.job.id, "attempt": claim.attempt})
                 else:
@@ -159,9 +167,10 @@ class Worker:
                                            error_message="rendering exceeded its time limit", retryable=False)
         result = child.read_outcome(output)
         if result is None:  # killed (OOM, signal) or crashed before writing its outcome
-            return child.RenderOutcome(False, error_code="render_crashed",
-                                       error_message=f"the render process died (exit {proc.exitcode})",
-                                       retryable=True)
+            result = child.RenderOutcome(False, error_code="render_crashed",
+                                         error_message=f"the render process died (exit {proc.exitcode})",
+                                         retryable=True)
+        metrics.record_render(claim.job.mode, result.pages, monotonic() - started, ok=result.ok)
         return result
 
     def _grace_over(self) -> bool:
@@ -202,7 +211,7 @@ class Worker:
         A retry after a lost answer sees StaleAttempt; the caller then checks what was committed."""
         while True:
             try:
-                self.store.complete(claim.job.id, claim.attempt, self.id, artifact)
+                metrics.record_terminal(self.store.complete(claim.job.id, claim.attempt, self.id, artifact))
                 return
             except StoreUnavailable:
                 if lease.lost.is_set() or monotonic() - lease.confirmed_at > lease.ttl_s:
@@ -224,7 +233,9 @@ class Worker:
             job = self.store.fail(claim.job.id, claim.attempt, self.id, code, message, retryable=retryable)
         except StaleAttempt:
             self.counters.discarded += 1
+            metrics.record_discarded("stale_fail")
             return
+        metrics.record_terminal(job)
         if job.state.terminal:
             self.counters.failed += 1
         else:

@@ -1,0 +1,127 @@
+"""Routes of the operator console (`/console`, `/console/api/...`, read or admin key) and `/metrics`.
+
+The page itself is static and holds no data; every JSON call sends `Authorization: Bearer <key>`.
+A non-admin key sees its own tenant only; pausing and resuming claims needs admin.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, FastAPI, Query
+from fastapi.responses import FileResponse, Response
+from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
+
+from docfence.api.deps import PrincipalDep, ServiceDep
+from docfence.console import views
+from docfence.core.errors import NotFound
+from docfence.observability.exposition import CONTENT_TYPE_LATEST, render_metrics
+from docfence.observability.inspect import inspect_job, inspection_dict
+from docfence.service import Principal
+
+STATIC = Path(__file__).parent / "static"
+_FILES = {"console.js": "text/javascript", "console.css": "text/css"}
+_NO_STORE = {"Cache-Control": "no-store"}
+_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+
+StateName = Literal["queued", "rendering", "succeeded", "failed", "canceled"]
+router = APIRouter(include_in_schema=False)
+metrics_router = APIRouter(include_in_schema=False)
+
+
+class PauseIn(BaseModel):
+    scope: Literal["all", "vector", "raster"]
+    reason: str | None = Field(default=None, max_length=200)
+
+
+def _tenant(principal: Principal) -> str | None:
+    """Console reads need `read` (admin implies it); only admin keys see every tenant."""
+    principal.require("read")
+    return None if "admin" in principal.scopes else principal.tenant
+
+
+@router.get("/console")
+def console_page() -> FileResponse:
+    return FileResponse(STATIC / "index.html", media_type="text/html",
+                        headers={**_NO_STORE, "Content-Security-Policy": _CSP, "X-Frame-Options": "DENY"})
+
+
+@router.get("/console/static/{name}")
+def console_static(name: str) -> FileResponse:
+    if name not in _FILES:
+        raise NotFound("no such console file")
+    return FileResponse(STATIC / name, media_type=_FILES[name], headers=_NO_STORE)
+
+
+@router.get("/console/api/whoami")
+def whoami(principal: PrincipalDep) -> dict[str, Any]:
+    tenant = _tenant(principal)
+    return {"tenant": principal.tenant, "all_tenants": tenant is None, "admin": "admin" in principal.scopes}
+
+
+@router.get("/console/api/summary")
+def summary(service: ServiceDep, principal: PrincipalDep) -> dict[str, Any]:
+    tenant, store = _tenant(principal), service.store
+    now = store.now()
+    return {"now": now.isoformat(), "counts": views.counts(store, tenant),
+            "paused": store.paused_scopes(), "valid_leases": store.valid_lease_count(),
+            "class_modes": store.class_modes(), "age": views.age_chart(store, tenant, now),
+            "throughput": views.throughput_chart(store, tenant, now),
+            "duration": views.duration_chart(store, tenant)}
+
+
+@router.get("/console/api/jobs")
+def jobs(
+    service: ServiceDep, principal: PrincipalDep,
+    state: Annotated[StateName | None, Query()] = None,
+    mode: Annotated[Literal["vector", "raster"] | None, Query()] = None,
+    document_class: Annotated[str | None, Query(max_length=64)] = None,
+    tenant: Annotated[str | None, Query(max_length=64)] = None,
+    min_age_s: Annotated[float | None, Query(ge=0)] = None,
+) -> dict[str, Any]:
+    own = _tenant(principal)
+    store = service.store
+    now = store.now()
+    rows = views.jobs_table(store, tenant=own or tenant or None, state=state, mode=mode,
+                            document_class=document_class or None, min_age_s=min_age_s, now=now)
+    return {"now": now.isoformat(), "jobs": rows, "limit": views.TABLE_LIMIT}
+
+
+@router.get("/console/api/jobs/{job_id}")
+def job_detail(job_id: str, service: ServiceDep, principal: PrincipalDep) -> dict[str, Any]:
+    own = _tenant(principal)
+    ins = inspect_job(service.store, job_id)
+    if own is not None and ins.job.tenant != own:
+        raise NotFound(f"no job {job_id}")  # another tenant's job looks missing
+    return inspection_dict(ins)
+
+
+@router.post("/console/api/pause")
+def pause(body: PauseIn, service: ServiceDep, principal: PrincipalDep) -> dict[str, Any]:
+    principal.require("admin")
+    service.store.pause_claims(body.scope, actor=principal.actor, reason=body.reason)
+    return {"paused": service.store.paused_scopes()}
+
+
+@router.post("/console/api/resume")
+def resume(body: PauseIn, service: ServiceDep, principal: PrincipalDep) -> dict[str, Any]:
+    principal.require("admin")
+    service.store.resume_claims(body.scope, actor=principal.actor)
+    return {"paused": service.store.paused_scopes()}
+
+
+@metrics_router.get("/metrics")
+async def metrics(service: ServiceDep) -> Response:
+    """Prometheus text format: this host's process metrics and the store-derived gauges."""
+    body = await run_in_threadpool(render_metrics, service.store)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+
+def install(app: FastAPI) -> None:
+    """Mount the console and /metrics on the API app (idempotent)."""
+    if not any(getattr(r, "path", None) == "/console" for r in app.router.routes):
+        app.include_router(router)
+        app.include_router(metrics_router)

@@ -1,0 +1,204 @@
+// docfence operator console: plain JS, no external assets. The key lives in sessionStorage and is sent
+// as `Authorization: Bearer` on JSON calls only. Every value is written with textContent (never HTML).
+"use strict";
+const KEY = "docfence.console.key";
+const COLORS = { queued: "#f79009", rendering: "#2e90fa", succeeded: "#12b76a", failed: "#f04438",
+                 canceled: "#98a2b3", vector: "#2e90fa", raster: "#7a5af8" };
+const STATES = ["queued", "rendering", "succeeded", "failed", "canceled"];
+const $ = (id) => document.getElementById(id);
+let timer = null;
+let me = null;
+
+function el(tag, attrs, ...children) {
+  const ns = ["svg", "rect", "text", "line", "g", "title"].includes(tag) ? "http://www.w3.org/2000/svg" : null;
+  const node = ns ? document.createElementNS(ns, tag) : document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") node.setAttribute("class", v); else node.setAttribute(k, String(v));
+  }
+  for (const c of children) node.append(c instanceof Node ? c : document.createTextNode(String(c ?? "")));
+  return node;
+}
+
+function show(...ids) {
+  for (const id of ["refusal", "login", "overview", "job"]) $(id).hidden = !ids.includes(id);
+}
+
+class Refused extends Error {}
+
+async function api(path, options) {
+  const key = sessionStorage.getItem(KEY);
+  const headers = { Accept: "application/json" };
+  if (key) headers.Authorization = "Bearer " + key;
+  if (options && options.body) headers["Content-Type"] = "application/json";
+  const resp = await fetch(path, Object.assign({ headers, cache: "no-store" }, options || {}));
+  if (resp.status === 401 || resp.status === 403) {
+    let msg = resp.status === 401 ? "a valid API key is required" : "this key lacks the read or admin scope";
+    try { msg = (await resp.json()).error.message || msg; } catch (e) { /* keep the default */ }
+    refuse(resp.status, msg);
+    throw new Refused(msg);
+  }
+  if (!resp.ok) throw new Error(path + ": HTTP " + resp.status);
+  return resp.json();
+}
+
+function refuse(status, message) {
+  if (timer) clearInterval(timer);
+  timer = null;
+  me = null;
+  $("refusal-text").textContent = "Refused (" + status + "): " + message +
+    ". The console needs an admin or read API key.";
+  $("who").textContent = "";
+  $("logout").hidden = true;
+  show("refusal", "login");
+}
+
+function fmtAge(s) {
+  const a = Math.abs(s);
+  const t = a < 120 ? a.toFixed(0) + " s" : a < 7200 ? (a / 60).toFixed(0) + " min" : (a / 3600).toFixed(1) + " h";
+  return s < 0 ? "-" + t : t;
+}
+
+// -- charts ---------------------------------------------------------------------------------------------
+function stackedBars(svg, labels, series, opts) {
+  svg.replaceChildren();
+  const W = 480, H = 200, L = 34, B = 36, T = 8;
+  const names = Object.keys(series);
+  const totals = labels.map((_, i) => names.reduce((s, n) => s + (series[n][i] || 0), 0));
+  const max = Math.max(1, ...totals);
+  const bw = (W - L - 4) / Math.max(1, labels.length);
+  svg.append(el("line", { x1: L, y1: H - B, x2: W, y2: H - B, stroke: "#d0d5dd" }));
+  svg.append(el("text", { x: 2, y: T + 8 }, (opts && opts.fmt ? opts.fmt(max) : max)));
+  labels.forEach((label, i) => {
+    let y = H - B;
+    for (const n of names) {
+      const v = series[n][i] || 0;
+      if (!v) continue;
+      const h = (v / max) * (H - B - T);
+      y -= h;
+      const r = el("rect", { x: L + i * bw + 1, y: y, width: Math.max(1, bw - 2), height: h, fill: COLORS[n] || "#667085",
+                             "data-series": n });
+      r.append(el("title", {}, n + " " + label + ": " + (opts && opts.fmt ? opts.fmt(v) : v)));
+      svg.append(r);
+    }
+    const every = Math.ceil(labels.length / 8);
+    if (i % every === 0) svg.append(el("text", { x: L + i * bw, y: H - B + 12 }, label));
+  });
+  names.forEach((n, j) => {
+    svg.append(el("rect", { x: L + j * 80, y: H - 14, width: 8, height: 8, fill: COLORS[n] || "#667085" }));
+    svg.append(el("text", { x: L + j * 80 + 11, y: H - 6 }, n));
+  });
+}
+
+function drawCharts(s) {
+  stackedBars($("chart-age"), s.age.labels.map((l) => l.replace("<= ", "≤")), s.age.series);
+  const minutes = Array.from({ length: s.throughput.minutes }, (_, i) => String(i - s.throughput.minutes + 1) + "m");
+  stackedBars($("chart-throughput"), minutes, s.throughput.series);
+  const bars = s.duration.bars;
+  const series = { vector: bars.map((b) => (b.mode === "vector" ? b.mean_s : 0)),
+                   raster: bars.map((b) => (b.mode === "raster" ? b.mean_s : 0)) };
+  stackedBars($("chart-duration"), bars.map((b) => b.pages + "p"), series, { fmt: (v) => v.toFixed(2) + " s" });
+}
+
+// -- overview ---------------------------------------------------------------------------------------------
+async function loadOverview() {
+  const s = await api("/console/api/summary");
+  const cards = STATES.map((st) => el("div", { class: "card " + st, "data-state": st },
+    el("div", { class: "n" }, s.counts[st] || 0), el("div", {}, st)));
+  $("counts").replaceChildren(...cards);
+  const oldest = s.age.oldest_s;
+  $("status-line").textContent = "oldest queued " + fmtAge(oldest.queued) + ", oldest rendering " +
+    fmtAge(oldest.rendering) + "; valid leases " + s.valid_leases + "; claims paused: " +
+    (s.paused.length ? s.paused.join(", ") : "nothing") + "; store time " + s.now;
+  drawCharts(s);
+  const q = new URLSearchParams();
+  for (const [param, id] of [["state", "f-state"], ["mode", "f-mode"], ["document_class", "f-class"],
+                             ["tenant", "f-tenant"], ["min_age_s", "f-age"]]) {
+    if ($(id).value) q.set(param, $(id).value);
+  }
+  const data = await api("/console/api/jobs?" + q.toString());
+  const rows = data.jobs.map((j) => {
+    const tr = el("tr", { "data-job-id": j.id, "data-state": j.state },
+      el("td", {}, el("a", { href: "#/job/" + encodeURIComponent(j.id) }, j.id)),
+      el("td", { class: "state " + j.state }, j.state), el("td", {}, j.tenant), el("td", {}, j.mode),
+      el("td", {}, j.document_class), el("td", {}, j.attempt + "/" + j.max_attempts),
+      el("td", {}, fmtAge(j.age_s)), el("td", {}, ["queued", "rendering"].includes(j.state) ? fmtAge(j.deadline_in_s) : "-"),
+      el("td", {}, j.error || ""));
+    tr.addEventListener("click", () => { location.hash = "#/job/" + encodeURIComponent(j.id); });
+    return tr;
+  });
+  $("jobs").tBodies[0].replaceChildren(...rows);
+}
+
+// -- job page ---------------------------------------------------------------------------------------------
+function dl(pairs) {
+  return pairs.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v ?? "-")]);
+}
+
+async function loadJob(id) {
+  const d = await api("/console/api/jobs/" + encodeURIComponent(id));
+  const j = d.job, p = d.policy;
+  $("job-title").textContent = "Job " + j.id;
+  $("job-summary").replaceChildren(...dl([
+    ["state", j.state], ["attempt", j.attempt + " of " + j.max_attempts], ["tenant", j.tenant],
+    ["policy", p.mode + ", " + p.dpi + " dpi, class " + p.document_class + ", region " + p.region],
+    ["created", j.created_at], ["deadline", j.deadline_at], ["lease", (j.lease_owner || "-") + " until " + (j.lease_expires_at || "-")],
+    ["last heartbeat", j.heartbeat_at], ["finished", j.finished_at],
+    ["last error", j.last_error_code ? j.last_error_code + ": " + (j.last_error_message || "") : "-"],
+    ["store time", d.now]]));
+  $("job-summary").querySelector("dd").setAttribute("data-state", j.state);
+  $("next-steps").replaceChildren(...d.next_steps.map((s) => el("li", {}, s)));
+  $("timeline").replaceChildren(...d.timeline.map((e) => el("li", { "data-action": e.action },
+    e.at + "  #" + (e.attempt || 0) + "  " + e.action + (e.from !== e.to ? "  " + (e.from || "-") + " → " + e.to : "") +
+    "  by " + e.actor)));
+  $("attempts").tBodies[0].replaceChildren(...d.attempts.map((a) => el("tr", {},
+    el("td", {}, a.attempt), el("td", {}, a.worker), el("td", {}, a.claimed_at), el("td", {}, a.ended_at || "-"),
+    el("td", {}, a.outcome || "running"), el("td", {}, a.error_code || ""))));
+  const o = d.observation;
+  $("observation").replaceChildren(o ? el("span", {}, o.provider + ": status " + (o.status || "-") + " (" + o.kind +
+    "), observed " + o.observed_at + ", " + o.passes + " pass(es), outcome " + (o.outcome || "-")) : "none");
+  const v = d.validation;
+  $("validation").replaceChildren(v ? el("ul", {}, ...v.checks.map((c) => el("li", { class: c.ok ? "ok" : "bad" },
+    (c.ok ? "✓ " : "✗ ") + c.name + (c.failures.length ? ": " + c.failures.join("; ") : "")))) : "none");
+}
+
+// -- admin --------------------------------------------------------------------------------------------------
+async function setClaims(action) {
+  const scope = $("pause-scope").value;
+  const r = await api("/console/api/" + action, { method: "POST", body: JSON.stringify({ scope }) });
+  $("admin-msg").textContent = action + "d " + scope + "; paused now: " + (r.paused.join(", ") || "nothing");
+  refresh();
+}
+
+// -- routing ------------------------------------------------------------------------------------------------
+async function refresh() {
+  try {
+    if (!me) {
+      me = await api("/console/api/whoami");
+      $("who").textContent = "tenant " + me.tenant + (me.admin ? " (admin, all tenants)" : " (read)");
+      $("logout").hidden = false;
+      $("admin").hidden = !me.admin;
+      if (!me.all_tenants) $("f-tenant").disabled = true;
+    }
+    const m = location.hash.match(/^#\/job\/(.+)$/);
+    if (m) { show("job"); await loadJob(decodeURIComponent(m[1])); } else { show("overview"); await loadOverview(); }
+    if (!timer) timer = setInterval(refresh, 1500);
+  } catch (e) {
+    if (!(e instanceof Refused)) $("status-line").textContent = "update failed: " + e.message;
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("key-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    sessionStorage.setItem(KEY, $("key").value.trim());
+    $("key").value = "";
+    refresh();
+  });
+  $("logout").addEventListener("click", () => { sessionStorage.removeItem(KEY); refuse(401, "key forgotten"); });
+  $("pause-btn").addEventListener("click", () => setClaims("pause"));
+  $("resume-btn").addEventListener("click", () => setClaims("resume"));
+  $("filters").addEventListener("input", () => refresh());
+  $("filters").addEventListener("submit", (ev) => ev.preventDefault());
+  window.addEventListener("hashchange", () => refresh());
+  refresh();
+});

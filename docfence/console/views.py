@@ -1,0 +1,88 @@
+"""What the console's JSON endpoints compute: counts, the job table, chart series. Bounded store reads
+only; a non-admin key sees its own tenant only. No document content, keys or storage keys."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime, timedelta
+from typing import Any
+
+from docfence.core.records import Job
+from docfence.core.states import TERMINAL_STATES, JobState
+from docfence.observability.collector import AGE_BUCKETS, scan_active
+from docfence.observability.metrics import page_bucket
+from docfence.store.base import Store
+
+TABLE_LIMIT = 200
+COUNT_LIMIT = 1000  # per-tenant counts are bounded scans (the global count is one GROUP BY)
+DURATION_SAMPLE = 100
+THROUGHPUT_MINUTES = 60
+
+
+def job_row(job: Job, now: datetime) -> dict[str, Any]:
+    return {"id": job.id, "tenant": job.tenant, "state": job.state.value, "mode": job.mode,
+            "document_class": job.document_class, "kind": job.kind, "attempt": job.attempt,
+            "max_attempts": job.max_attempts, "age_s": round((now - job.created_at).total_seconds(), 1),
+            "deadline_in_s": round((job.deadline_at - now).total_seconds(), 1),
+            "error": job.last_error_code, "created_at": job.created_at.isoformat()}
+
+
+def counts(store: Store, tenant: str | None) -> dict[str, int]:
+    if tenant is None:
+        return store.count_by_state()
+    return {s.value: len(store.list_jobs(state=s, tenant=tenant, limit=COUNT_LIMIT)) for s in JobState}
+
+
+def jobs_table(store: Store, *, tenant: str | None, state: str | None, mode: str | None,
+               document_class: str | None, min_age_s: float | None, now: datetime) -> list[dict[str, Any]]:
+    jobs = store.list_jobs(state=JobState(state) if state else None, tenant=tenant, mode=mode,
+                           document_class=document_class,
+                           created_before=now - timedelta(seconds=min_age_s) if min_age_s else None,
+                           limit=TABLE_LIMIT)
+    return [job_row(j, now) for j in jobs]
+
+
+def age_chart(store: Store, tenant: str | None, now: datetime) -> dict[str, Any]:
+    """Non-terminal jobs per age bucket, per state (a bounded scan of each state)."""
+    labels = [f"<= {b:g} s" for b in AGE_BUCKETS] + [f"> {AGE_BUCKETS[-1]:g} s"]
+    series: dict[str, list[int]] = {}
+    oldest: dict[str, float] = {}
+    for state in (JobState.QUEUED, JobState.RENDERING):
+        scan = scan_active(store, state, now, max_scan=2000, tenant=tenant)
+        bins = [0] * len(labels)
+        for age in scan.ages:
+            bins[next((i for i, b in enumerate(AGE_BUCKETS) if age <= b), len(AGE_BUCKETS))] += 1
+        series[state.value] = bins
+        oldest[state.value] = round(max(scan.ages, default=0.0), 1)
+    return {"labels": labels, "series": series, "oldest_s": oldest}
+
+
+def throughput_chart(store: Store, tenant: str | None, now: datetime) -> dict[str, Any]:
+    """Terminal jobs per minute over the last hour, per terminal state (from recent terminal jobs)."""
+    start = now - timedelta(minutes=THROUGHPUT_MINUTES)
+    series: dict[str, list[int]] = {}
+    for state in sorted(TERMINAL_STATES):
+        bins = [0] * THROUGHPUT_MINUTES
+        for job in store.list_jobs(state=state, tenant=tenant, limit=COUNT_LIMIT):
+            if job.finished_at is not None and start <= job.finished_at <= now:
+                minute = min(THROUGHPUT_MINUTES - 1, int((job.finished_at - start).total_seconds() // 60))
+                bins[minute] += 1
+        series[state.value] = bins
+    return {"minutes": THROUGHPUT_MINUTES, "series": series}
+
+
+def duration_chart(store: Store, tenant: str | None) -> dict[str, Any]:
+    """Mean claim-to-commit time of the winning attempt, by mode and page bucket, over recent successes.
+    (The render-only histogram is `docfence_render_duration_seconds` in /metrics.)"""
+    sums: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for job in store.list_jobs(state=JobState.SUCCEEDED, tenant=tenant, limit=DURATION_SAMPLE):
+        artifact = store.artifact(job.id)
+        if artifact is None:
+            continue
+        won = [a for a in store.attempts(job.id) if a.attempt == artifact.attempt and a.ended_at]
+        if won and won[0].ended_at is not None:
+            secs = (won[0].ended_at - won[0].claimed_at).total_seconds()
+            sums[(job.mode, page_bucket(artifact.pages))].append(secs)
+    bars = [{"mode": m, "pages": p, "mean_s": round(sum(v) / len(v), 3), "n": len(v)}
+            for (m, p), v in sorted(sums.items())]
+    return {"bars": bars, "sample": DURATION_SAMPLE}

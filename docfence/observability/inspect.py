@@ -1,0 +1,239 @@
+"""`inspect`: why is this job still in progress? One job's state, lease and deadline by the store's clock,
+its timeline, and what happens next. Shared by `docfence inspect` and the console; never document content."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, is_dataclass
+from datetime import datetime
+from typing import Any
+
+from docfence.core.records import Artifact, Attempt, AuditEvent, Job
+from docfence.core.states import JobState
+from docfence.store.base import Store
+
+QUEUE_SCAN = 1000  # queued jobs examined to count those ahead of this one
+_OBSERVATION_FIELDS = ("provider", "provider_job_id", "status", "kind", "http_status", "observed_at",
+                       "passes", "outcome", "attempt")
+
+
+@dataclass(frozen=True)
+class Inspection:
+    job: Job
+    now: datetime  # the store's clock
+    attempts: list[Attempt]
+    events: list[AuditEvent]
+    artifact: Artifact | None
+    observation: dict[str, Any] | None
+    paused: list[str]
+    queued_ahead: int | None  # None unless queued; counted over at most QUEUE_SCAN queued jobs
+    queued_ahead_capped: bool
+    valid_leases: int
+    next_steps: list[str]
+
+
+def inspect_job(store: Store, job_id: str) -> Inspection:
+    """Raises NotFound for an unknown job."""
+    job = store.get(job_id)
+    now = store.now()
+    paused = store.paused_scopes()
+    ahead, capped = _queued_ahead(store, job) if job.state is JobState.QUEUED else (None, False)
+    valid = store.valid_lease_count() if not job.terminal else 0
+    ins = Inspection(job=job, now=now, attempts=store.attempts(job_id), events=store.audit_events(job_id),
+                     artifact=store.artifact(job_id), observation=_observation(store, job_id), paused=paused,
+                     queued_ahead=ahead, queued_ahead_capped=capped, valid_leases=valid, next_steps=[])
+    return _with_steps(ins)
+
+
+def _with_steps(ins: Inspection) -> Inspection:
+    from dataclasses import replace
+
+    return replace(ins, next_steps=next_steps(ins))
+
+
+def _queued_ahead(store: Store, job: Job) -> tuple[int, bool]:
+    """Jobs a claim takes before this one (claims go by run_after, then id)."""
+    queued = store.list_jobs(state=JobState.QUEUED, limit=QUEUE_SCAN)
+    mine = (job.run_after, job.id)
+    return sum(1 for j in queued if (j.run_after, j.id) < mine), len(queued) >= QUEUE_SCAN
+
+
+def _observation(store: Store, job_id: str) -> dict[str, Any] | None:
+    """The report pipeline's last provider observation, when this store has them."""
+    getter = getattr(store, "provider_observation", None)
+    if getter is None:
+        return None
+    obs = getter(job_id)
+    if obs is None or not is_dataclass(obs):
+        return None
+    data = asdict(obs)  # type: ignore[arg-type]
+    return {k: data.get(k) for k in _OBSERVATION_FIELDS}
+
+
+def seconds(delta_from: datetime, delta_to: datetime) -> float:
+    return (delta_to - delta_from).total_seconds()
+
+
+def human(secs: float) -> str:
+    secs = abs(secs)
+    if secs < 120:
+        return f"{secs:.0f} s"
+    if secs < 7200:
+        minutes, rest = divmod(round(secs), 60)
+        return f"{minutes} min {rest} s" if rest else f"{minutes} min"
+    return f"{secs / 3600:.1f} h"
+
+
+def next_steps(ins: Inspection) -> list[str]:
+    """Plain sentences: what the system will do with this job next, and why it is where it is."""
+    job, now = ins.job, ins.now
+    if job.terminal:
+        why = f" ({job.last_error_code})" if job.last_error_code else ""
+        return [f"terminal: {job.state.value}{why}; nothing further will happen to this job"]
+    steps = _queued_steps(ins) if job.state is JobState.QUEUED else _rendering_steps(ins)
+    left = seconds(now, job.deadline_at)
+    if left > 0:
+        steps.append(f"deadline in {human(left)}: it will be canceled then if still not done")
+    else:
+        steps.append(f"deadline passed {human(left)} ago: the reconciler will cancel it on its next pass"
+                     " (if this persists, no reconciler is running)")
+    return steps
+
+
+def _queued_steps(ins: Inspection) -> list[str]:
+    job, now = ins.job, ins.now
+    steps: list[str] = []
+    wait = seconds(now, job.run_after)
+    if wait > 0:
+        steps.append(f"retry backoff: claimable in {human(wait)} (next claim makes attempt "
+                     f"{job.attempt + 1} of {job.max_attempts})")
+    ahead = "" if ins.queued_ahead is None else f"{ins.queued_ahead}{'+' if ins.queued_ahead_capped else ''}"
+    steps.append(f"queued behind {ahead or 0} job(s); the next claim makes attempt {job.attempt + 1} "
+                 f"of {job.max_attempts}")
+    blocking = [s for s in ins.paused if s in ("all", job.mode)]
+    if blocking:
+        steps.append(f"claims paused for {', '.join(blocking)}: nothing will claim it until "
+                     f"`docfence ops resume{'' if blocking[0] == 'all' else ' --mode ' + job.mode}`")
+    elif wait <= 0 and ins.valid_leases == 0 and ins.queued_ahead == 0:
+        steps.append("no worker holds any lease and this job is next: check that workers are running")
+    return steps
+
+
+def _rendering_steps(ins: Inspection) -> list[str]:
+    job, now = ins.job, ins.now
+    owner = job.lease_owner or "nobody"
+    beat = f"; last heartbeat {human(seconds(job.heartbeat_at, now))} ago" if job.heartbeat_at else ""
+    if job.lease_expires_at is not None and job.lease_expires_at > now:
+        return [f"attempt {job.attempt} of {job.max_attempts} is rendering on {owner}; lease valid for "
+                f"{human(seconds(now, job.lease_expires_at))}{beat}"]
+    ago = human(seconds(job.lease_expires_at, now)) if job.lease_expires_at else "?"
+    if job.attempt < job.max_attempts:
+        then = (f"the reconciler will requeue it on its next pass, attempt {job.attempt + 1} of "
+                f"{job.max_attempts}")
+    else:
+        then = (f"the reconciler will fail it on its next pass: attempts exhausted "
+                f"({job.attempt} of {job.max_attempts})")
+    return [f"lease expired {ago} ago (held by {owner}{beat}); {then}",
+            "if this persists, no reconciler is running (`docfence reconcile` or a worker with it)"]
+
+
+def timeline(ins: Inspection) -> list[dict[str, Any]]:
+    return [{"seq": e.chain_seq, "at": e.at.isoformat(), "attempt": e.attempt, "actor": e.actor,
+             "action": e.action, "from": e.from_state, "to": e.to_state, "reason": e.reason,
+             "details": e.details} for e in ins.events]
+
+
+def _at(value: datetime | None, now: datetime) -> str:
+    if value is None:
+        return "-"
+    delta = seconds(now, value)
+    rel = f"in {human(delta)}" if delta > 0 else f"{human(delta)} ago"
+    return f"{value.isoformat(timespec='seconds')} ({rel})"
+
+
+def validation_summary(artifact: Artifact | None) -> dict[str, Any] | None:
+    """Check names, outcomes and their (generic) failure messages only."""
+    if artifact is None or not artifact.validation:
+        return None
+    report = artifact.validation
+    checks = [{"name": str(c.get("name")), "ok": bool(c.get("ok")),
+               "failures": [str(f)[:200] for f in c.get("failures", [])][:10]}
+              for c in report.get("checks", []) if isinstance(c, dict)]
+    return {"ok": bool(report.get("ok")), "mode": report.get("mode"), "pages": report.get("pages"),
+            "checks": checks}
+
+
+def format_inspection(ins: Inspection) -> str:
+    """The one-screen answer printed by `docfence inspect JOB`."""
+    job, now, p = ins.job, ins.now, ins.job.policy
+    lines = [
+        f"job {job.id}  tenant {job.tenant}  kind {job.kind}",
+        f"state      {job.state.value}   attempt {job.attempt}/{job.max_attempts}",
+        f"policy     mode {p.mode.value}, dpi {p.dpi}, class {p.document_class}, region {p.region}, "
+        f"lease ttl {p.lease_ttl_s:g} s",
+        f"created    {_at(job.created_at, now)}",
+        f"deadline   {_at(job.deadline_at, now)}",
+        f"lease      {job.lease_owner or '-'} until {_at(job.lease_expires_at, now)}",
+        f"heartbeat  {_at(job.heartbeat_at, now)}",
+        f"store now  {now.isoformat(timespec='seconds')}   paused: {', '.join(ins.paused) or 'nothing'}",
+    ]
+    if job.last_error_code:
+        lines.append(f"last error {job.last_error_code}: {job.last_error_message or ''}")
+    if ins.observation:
+        o = ins.observation
+        lines.append(f"provider   {o['provider']} status {o['status'] or '-'} ({o['kind']}), "
+                     f"observed {_at(o['observed_at'], now)}, {o['passes']} pass(es)")
+    summary = validation_summary(ins.artifact)
+    if summary:
+        bad = [c["name"] for c in summary["checks"] if not c["ok"]]
+        lines.append(f"validation {'ok' if summary['ok'] else 'FAILED: ' + ', '.join(bad)} "
+                     f"({len(summary['checks'])} checks)")
+    lines.append("attempts")
+    for a in ins.attempts:
+        lines.append(f"  #{a.attempt} {a.worker} claimed {_at(a.claimed_at, now)} -> "
+                     f"{a.outcome or 'running'}{' ' + a.error_code if a.error_code else ''}")
+    lines.append("timeline")
+    for e in ins.events:
+        move = f"{e.from_state or '-'} -> {e.to_state}" if e.from_state != e.to_state else ""
+        lines.append(f"  {e.at.isoformat(timespec='seconds')} #{e.attempt or 0} {e.action:<22} {move} "
+                     f"by {e.actor}")
+    lines.append("next")
+    lines.extend(f"  {step}" for step in ins.next_steps)
+    return "\n".join(lines)
+
+
+def iso(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+def inspection_dict(ins: Inspection) -> dict[str, Any]:
+    """JSON-ready for the console: no input key, idempotency key or artifact storage key."""
+    job, p = ins.job, ins.job.policy
+    obs = {k: iso(v) for k, v in ins.observation.items()} if ins.observation else None
+    return {
+        "job": {"id": job.id, "tenant": job.tenant, "kind": job.kind, "state": job.state.value,
+                "attempt": job.attempt, "max_attempts": job.max_attempts, "lease_owner": job.lease_owner,
+                "lease_expires_at": iso(job.lease_expires_at), "heartbeat_at": iso(job.heartbeat_at),
+                "deadline_at": iso(job.deadline_at), "created_at": iso(job.created_at),
+                "finished_at": iso(job.finished_at), "run_after": iso(job.run_after),
+                "last_error_code": job.last_error_code, "last_error_message": job.last_error_message,
+                "input_bytes": job.input_bytes, "deleted": job.deleted_at is not None},
+        "policy": {"mode": p.mode.value, "dpi": p.dpi, "document_class": p.document_class,
+                   "region": p.region, "deadline_s": p.deadline_s, "lease_ttl_s": p.lease_ttl_s},
+        "now": ins.now.isoformat(),
+        "attempts": [{"attempt": a.attempt, "worker": a.worker, "claimed_at": iso(a.claimed_at),
+                      "ended_at": iso(a.ended_at), "outcome": a.outcome, "error_code": a.error_code}
+                     for a in ins.attempts],
+        "timeline": timeline(ins),
+        "observation": obs,
+        "validation": validation_summary(ins.artifact),
+        "artifact": _artifact(ins.artifact),
+        "paused": ins.paused,
+        "next_steps": ins.next_steps,
+    }
+
+
+def _artifact(artifact: Artifact | None) -> dict[str, Any] | None:
+    if artifact is None:
+        return None
+    return {"attempt": artifact.attempt, "pages": artifact.pages, "bytes": artifact.bytes,
+            "sha256": artifact.sha256}

@@ -1,0 +1,166 @@
+"""Process metrics (counters and histograms) and the `record_*` calls that feed them.
+
+Imports only core and prometheus_client so worker, maintenance and providers can call it. With
+PROMETHEUS_MULTIPROC_DIR set (read by prometheus_client at import) every process writes to that folder and
+one scrape aggregates them; otherwise each process serves its own. Label values are bounded enums only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from prometheus_client import Counter, Histogram, values
+
+from docfence.core.records import Job
+from docfence.core.states import JobState
+
+#: Page-count buckets of the render-duration histogram (label `pages`); bounded on purpose.
+PAGE_BUCKETS: tuple[tuple[int, str], ...] = ((1, "1"), (10, "2-10"), (50, "11-50"), (200, "51-200"))
+PAGE_BUCKET_OVERFLOW = "201+"
+RENDER_SECONDS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+TERMINAL_SECONDS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 14400.0)
+ATTEMPT_BUCKETS = (1, 2, 3, 4, 5, 10, 20, 100)
+_MODES = frozenset({"vector", "raster"})
+_MAX_LABEL = 48
+
+RENDER_DURATION = Histogram(
+    "docfence_render_duration_seconds", "Render + validation time of one attempt in its child process.",
+    ["mode", "pages", "outcome"], buckets=RENDER_SECONDS,
+)
+TERMINAL = Counter(
+    "docfence_jobs_terminal_total", "Jobs that reached a terminal state, by state and error code.",
+    ["state", "code", "mode"],
+)
+ATTEMPTS = Histogram(
+    "docfence_job_attempts", "Attempts a job used, observed when it reaches a terminal state.",
+    ["state"], buckets=ATTEMPT_BUCKETS,
+)
+TIME_TO_TERMINAL = Histogram(
+    "docfence_job_time_to_terminal_seconds", "Submission to terminal state (the SLO of promise 1).",
+    ["state", "mode"], buckets=TERMINAL_SECONDS,
+)
+LEASE_EXPIRED = Counter(
+    "docfence_lease_expirations_total", "Leases the reconciler found expired (requeued or failed).")
+RECLAIMED = Counter(
+    "docfence_reclaims_total", "Jobs the reconciler took back from an expired lease, by what became of them.",
+    ["outcome"],
+)
+DISCARDED = Counter(
+    "docfence_stale_attempts_discarded_total", "Attempts whose output a worker discarded as stale.",
+    ["reason"],
+)
+CLAIMS = Counter("docfence_claims_total", "Leases acquired by workers.", ["mode"])
+VALIDATION_FAILURES = Counter(
+    "docfence_validation_failures_total", "Fidelity-validation failures, one per failed check.",
+    ["check", "mode"],
+)
+PROVIDER_POLLS = Counter(
+    "docfence_provider_polls_total", "How provider polls ended (PollOutcomeCode).", ["outcome"])
+PROVIDER_OBSERVATIONS = Counter(
+    "docfence_provider_observations_total", "Provider status passes by classification.", ["kind"])
+
+
+def multiprocess_enabled() -> bool:
+    """Whether prometheus_client chose its multi-process value class (PROMETHEUS_MULTIPROC_DIR set)."""
+    return bool(getattr(values.ValueClass, "_multiprocess", False))
+
+
+def page_bucket(pages: int) -> str:
+    """The bucket label of a page count; `unknown` for 0 (a render that failed before counting pages)."""
+    if pages <= 0:
+        return "unknown"
+    for limit, name in PAGE_BUCKETS:
+        if pages <= limit:
+            return name
+    return PAGE_BUCKET_OVERFLOW
+
+
+def _label(value: str | None, default: str = "none") -> str:
+    """Codes and check names are our own identifiers; still, bound them (cardinality, no free text)."""
+    if not value:
+        return default
+    text = "".join(ch if ch.isalnum() or ch in "_-./" else "_" for ch in value)
+    return text[:_MAX_LABEL]
+
+
+def _mode(mode: str | None) -> str:
+    return mode if mode in _MODES else "other"
+
+
+def record_render(mode: str, pages: int, seconds: float, *, ok: bool = True) -> None:
+    """One attempt's render (child start to outcome); `pages` as the outcome reports them (0: unknown)."""
+    outcome = "ok" if ok else "error"
+    RENDER_DURATION.labels(_mode(mode), page_bucket(pages), outcome).observe(max(0.0, seconds))
+
+
+def record_claimed(mode: str, n: int = 1) -> None:
+    if n > 0:
+        CLAIMS.labels(_mode(mode)).inc(n)
+
+
+def record_terminal(job: Job) -> None:
+    """Call once with the Job a transition returned when `job.state` is terminal (ignored otherwise)."""
+    if not job.state.terminal:
+        return
+    code = "ok" if job.state is JobState.SUCCEEDED else _label(job.last_error_code)
+    TERMINAL.labels(job.state.value, code, _mode(job.mode)).inc()
+    ATTEMPTS.labels(job.state.value).observe(job.attempt)
+    if job.finished_at is not None:
+        seconds = (job.finished_at - job.created_at).total_seconds()
+        TIME_TO_TERMINAL.labels(job.state.value, _mode(job.mode)).observe(max(0.0, seconds))
+
+
+def record_terminals(jobs: Iterable[Job]) -> None:
+    for job in jobs:
+        record_terminal(job)
+
+
+def record_lease_expired(n: int) -> None:
+    if n > 0:
+        LEASE_EXPIRED.inc(n)
+
+
+def record_reclaimed(n: int, *, outcome: str = "requeued") -> None:
+    """`outcome`: requeued (another attempt follows) or failed (attempts were exhausted)."""
+    if n > 0:
+        RECLAIMED.labels(outcome if outcome in ("requeued", "failed") else "other").inc(n)
+
+
+def record_reconcile(requeued: int, failed: int) -> None:
+    """One reconciler pass's expired-lease outcome: both count as expirations."""
+    record_lease_expired(requeued + failed)
+    record_reclaimed(requeued, outcome="requeued")
+    record_reclaimed(failed, outcome="failed")
+
+
+def record_discarded(reason: str) -> None:
+    """`reason`: lease_lost, stale_commit, stale_fail."""
+    DISCARDED.labels(_label(reason)).inc()
+
+
+def record_validation_failure(check: str, mode: str = "other") -> None:
+    VALIDATION_FAILURES.labels(_label(check, "unknown"), _mode(mode)).inc()
+
+
+def failed_checks(report: Mapping[str, Any] | None) -> list[str]:
+    """Names of the failed checks of a validation report ({"checks": [{"name", "ok"}, ...]})."""
+    if not report:
+        return []
+    checks = report.get("checks", [])
+    return [str(c.get("name")) for c in checks if isinstance(c, Mapping) and not c.get("ok")]
+
+
+def record_validation_report(report: Mapping[str, Any] | None, mode: str) -> None:
+    """Count each failed check of a report; a validation failure without a report counts as `unknown`."""
+    names = failed_checks(report) or ["unknown"]
+    for name in names:
+        record_validation_failure(name, mode)
+
+
+def record_provider_poll(outcome: str) -> None:
+    PROVIDER_POLLS.labels(_label(outcome)).inc()
+
+
+def record_provider_observation(kind: str) -> None:
+    PROVIDER_OBSERVATIONS.labels(_label(kind)).inc()

@@ -1,0 +1,74 @@
+"""The console's JSON endpoints: keys required (401/403), tenants kept apart, admin-only claim pauses,
+and nothing that names document bytes, storage keys or keys."""
+
+from __future__ import annotations
+
+import httpx
+
+from docfence.observability.inspect import inspect_job
+
+from .helpers import Served, submit
+
+
+def _auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def test_data_endpoints_refuse_without_a_key(served: Served) -> None:
+    job = submit(served.store)
+    with httpx.Client(base_url=served.base_url, timeout=10) as http:
+        page = http.get("/console")
+        assert page.status_code == 200 and "docfence console" in page.text
+        assert "default-src 'none'" in page.headers["content-security-policy"]
+        for path in ("/console/api/whoami", "/console/api/summary", "/console/api/jobs",
+                     f"/console/api/jobs/{job.id}"):
+            resp = http.get(path)
+            assert resp.status_code == 401, path
+            assert resp.json()["error"]["code"] == "unauthorized"
+        assert http.post("/console/api/pause", json={"scope": "all"}).status_code == 401
+        assert http.get("/console/api/summary", headers=_auth("dfk_000000000000_wrong")).status_code == 401
+        submit_only = served.service.create_api_key("acme", ("submit",))[1]
+        assert http.get("/console/api/summary", headers=_auth(submit_only)).status_code == 403
+        assert http.get("/console/static/../routes.py").status_code == 404
+        assert http.get("/console/static/index.html").status_code == 404  # only the listed assets
+    assert served.store.paused_scopes() == []
+
+
+def test_read_key_sees_its_tenant_only_and_cannot_pause(served: Served) -> None:
+    mine, theirs = submit(served.store, tenant="acme"), submit(served.store, tenant="other")
+    read = served.service.create_api_key("acme", ("read",))[1]
+    with httpx.Client(base_url=served.base_url, headers=_auth(read), timeout=10) as http:
+        assert http.get("/console/api/whoami").json() == {"tenant": "acme", "all_tenants": False,
+                                                          "admin": False}
+        rows = http.get("/console/api/jobs", params={"tenant": "other"}).json()["jobs"]
+        assert [r["id"] for r in rows] == [mine.id]
+        assert http.get("/console/api/summary").json()["counts"]["queued"] == 1
+        assert http.get(f"/console/api/jobs/{theirs.id}").status_code == 404
+        assert http.post("/console/api/pause", json={"scope": "raster"}).status_code == 403
+
+
+def test_admin_sees_everything_and_pauses_claims(served: Served) -> None:
+    a, b = submit(served.store, tenant="acme"), submit(served.store, tenant="other", mode="raster")
+    admin = served.service.create_api_key("ops", ("admin",))[1]
+    with httpx.Client(base_url=served.base_url, headers=_auth(admin), timeout=10) as http:
+        summary = http.get("/console/api/summary").json()
+        assert summary["counts"]["queued"] == 2 and summary["age"]["series"]["queued"][-1] == 0
+        assert set(summary["throughput"]["series"]) == {"succeeded", "failed", "canceled"}
+        rows = http.get("/console/api/jobs", params={"mode": "raster"}).json()["jobs"]
+        assert [r["id"] for r in rows] == [b.id]
+        assert http.get("/console/api/jobs", params={"state": "failed"}).json()["jobs"] == []
+        assert http.get("/console/api/jobs", params={"state": "bogus"}).status_code == 422
+        detail = http.get(f"/console/api/jobs/{a.id}").json()
+        assert http.post("/console/api/pause", json={"scope": "raster", "reason": "rollback"}).json() == {
+            "paused": ["raster"]}
+        assert http.post("/console/api/resume", json={"scope": "raster"}).json() == {"paused": []}
+    assert detail["job"]["state"] == "queued" and detail["next_steps"]
+    text = repr(detail)
+    assert "input.pdf" not in text and "CONFIDENTIAL" not in text and "dfk_" not in text
+    assert inspect_job(served.store, a.id).job.id in text
+
+
+def test_metrics_endpoint_is_mounted(served: Served) -> None:
+    submit(served.store)
+    resp = httpx.get(f"{served.base_url}/metrics", timeout=10)
+    assert resp.status_code == 200 and 'docfence_jobs{state="queued"} 1.0' in resp.text

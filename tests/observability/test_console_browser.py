@@ -1,0 +1,121 @@
+"""The console in Debian's Chromium (headless, never downloaded): a submitted job goes from queued to
+succeeded under a real worker, its timeline opens; without a key the console refuses."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from docfence.blobs.regions import RegionRouter
+from docfence.engines import samples
+from docfence.store.base import open_store
+from docfence.worker.runner import Worker
+
+from .helpers import Served
+
+pytestmark = pytest.mark.browser
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--headless=new", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian's chromium is not installed at /usr/bin/chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def page(browser: Any, served: Served) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    pg = context.new_page()
+    outside: list[str] = []
+    pg.on("request", lambda r: None if r.url.startswith(served.base_url) else outside.append(r.url))
+    pg.set_default_timeout(30_000)
+    try:
+        yield pg
+    finally:
+        context.close()
+    assert outside == [], f"the console fetched from outside the server: {outside}"
+
+
+@pytest.fixture
+def start_worker(served: Served) -> Iterator[Callable[[], Worker]]:
+    """Starts a real worker (render child, lease keeper) over its own store connection when called."""
+    store = open_store(served.settings.database_url)
+    regions = RegionRouter.from_config(served.settings.region_urls())
+    w = Worker(served.settings, store, regions, worker_id="w-ui")
+    thread = threading.Thread(target=w.run, name="worker", daemon=True)
+
+    def start() -> Worker:
+        thread.start()
+        return w
+
+    try:
+        yield start
+    finally:
+        w.stopping.set()
+        if thread.is_alive():
+            thread.join(30)
+        store.close()
+
+
+def _submit(served: Served) -> str:
+    key = served.service.create_api_key("acme", ("submit",))[1]
+    resp = httpx.post(f"{served.base_url}/v1/jobs", headers={"Authorization": f"Bearer {key}"},
+                      files={"file": ("in.pdf", samples.many_pages(2), "application/pdf")}, timeout=30)
+    assert resp.status_code == 201, resp.text
+    return str(resp.json()["id"])
+
+
+def test_console_follows_a_job_from_queued_to_succeeded(
+    page: Any, served: Served, start_worker: Callable[[], Worker]
+) -> None:
+    job_id = _submit(served)
+    admin = served.service.create_api_key("ops", ("admin",))[1]
+    page.goto(f"{served.base_url}/console")
+    page.fill("#key", admin)
+    page.click("#key-form button[type=submit]")
+    page.wait_for_selector(f'tr[data-job-id="{job_id}"][data-state="queued"]')
+    assert page.inner_text('.card.queued .n') == "1"
+    start_worker()
+    page.wait_for_selector(f'tr[data-job-id="{job_id}"][data-state="succeeded"]', timeout=45_000)
+    page.wait_for_selector('.card.succeeded .n:text-is("1")')  # selectors, not functions: the CSP bans eval
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "console-overview.png"), full_page=True)
+    page.click(f'tr[data-job-id="{job_id}"]')
+    page.wait_for_selector('#timeline li[data-action="artifact_committed"]')
+    actions = page.eval_on_selector_all("#timeline li", "els => els.map(e => e.dataset.action)")
+    assert actions[:3] == ["submitted", "lease_acquired", "artifact_committed"]
+    assert "terminal: succeeded" in page.inner_text("#next-steps")
+    assert "w-ui" in page.inner_text("#attempts")
+    assert "watermark" in page.inner_text("#validation")
+    page.screenshot(path=str(ARTIFACTS / "console-job-timeline.png"), full_page=True)
+    assert admin not in page.content()  # the key is sent as a header, never rendered
+    assert page.evaluate("sessionStorage.getItem('docfence.console.key')") == admin
+
+
+def test_console_refuses_without_a_key(page: Any, served: Served) -> None:
+    page.goto(f"{served.base_url}/console")
+    page.wait_for_selector("#refusal:not([hidden])")
+    assert "Refused (401)" in page.inner_text("#refusal")
+    assert page.is_hidden("#overview") and page.is_visible("#key")
+    submit_only = served.service.create_api_key("acme", ("submit",))[1]
+    page.fill("#key", submit_only)
+    page.click("#key-form button[type=submit]")
+    page.wait_for_selector('#refusal-text:has-text("Refused (403)")')
+    assert page.is_hidden("#overview")

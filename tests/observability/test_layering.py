@@ -1,0 +1,51 @@
+"""Import direction: metrics.py is callable from worker/maintenance (core + prometheus_client only);
+observability never imports the layers above it; the console reaches the store through the Store type."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import docfence
+
+ROOT = Path(docfence.__file__).parent
+
+
+def _imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+def test_metrics_module_imports_only_core_and_prometheus_client() -> None:
+    for name in _imports(ROOT / "observability" / "metrics.py"):
+        allowed = ("docfence.core", "prometheus_client", "__future__", "collections", "typing")
+        assert name.startswith(allowed), name
+
+
+def test_observability_stays_below_api_cli_console_worker() -> None:
+    for path in sorted((ROOT / "observability").rglob("*.py")):
+        for name in _imports(path):
+            above = ("docfence.api", "docfence.cli", "docfence.console", "docfence.worker",
+                     "docfence.maintenance", "docfence.service", "fastapi")
+            assert not name.startswith(above), (path.name, name)
+
+
+def test_console_uses_the_store_protocol_only() -> None:
+    for path in sorted((ROOT / "console").rglob("*.py")):
+        for name in _imports(path):
+            if name.startswith("docfence.store"):
+                assert name == "docfence.store.base", (path.name, name)
+            assert not name.startswith(("docfence.worker", "docfence.engines", "docfence.blobs")), name
+
+
+def test_static_console_loads_nothing_from_the_internet() -> None:
+    for path in (ROOT / "console" / "static").iterdir():
+        text = path.read_text("utf-8")
+        text = text.replace("http://www.w3.org/2000/svg", "")  # the SVG namespace, not a fetch
+        assert "http://" not in text and "https://" not in text, path
+        assert "innerHTML" not in text and "eval(" not in text, path
