@@ -142,6 +142,12 @@ def load_client_settings(env: dict[str, str] | None = None) -> ClientSettings:
                           api_key=env.get("DOCFENCE_API_KEY", ""))
 
 
+def admin_database_url(env: dict[str, str] | None = None) -> str:
+    """A PostgreSQL URL allowed to create databases (benchmarks and tests make throwaway ones)."""
+    env = dict(os.environ if env is None else env)
+    return env.get("DOCFENCE_TEST_PG_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
 def environment() -> dict[str, str]:
     """A copy of the process environment, for settings that name variables (e.g. provider keys)."""
     return dict(os.environ)

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from docfence.benchmarks.harness import start_worker, worker_env
 from docfence.blobs import open_blob_store
 from docfence.config import load_settings
 from docfence.core.clock import monotonic, utcnow
@@ -24,7 +25,6 @@ from docfence.core.states import JobState
 from docfence.layout import attempt_of_staging_key
 from docfence.runtime import Runtime
 from docfence.service import Principal, Service, SubmitRequest
-from docfence.testing.procs import start_worker, worker_env
 
 PRINCIPAL = Principal("chaos", "chaos", ("admin",))
 LEASE_TTL_S, RECONCILE_S = 2.0, 0.3

@@ -73,14 +73,15 @@ def enqueue(url: str, jobs: int) -> float:
 
 def run_processes(target: Callable[..., None], args_for: Callable[[int, Any], tuple[Any, ...]],
                   workers: int) -> float:
-    """Start `workers` processes, release them together, return the wall time until all exit."""
+    """Start `workers` processes, release them together once all are ready, return the wall time
+    until all exit (less the idle time each spends confirming the queue is empty)."""
     ctx = mp.get_context("spawn")
-    start = ctx.Event()
+    start = ctx.Barrier(workers + 1)  # every process has imported and connected before the clock starts
     procs = [ctx.Process(target=target, args=args_for(i, start)) for i in range(workers)]
     for p in procs:
         p.start()
+    start.wait()
     t0 = monotonic()
-    start.set()
     for p in procs:
         p.join()
         if p.exitcode != 0:
@@ -94,7 +95,7 @@ def fresh_store_url(kind: str) -> Iterator[str]:
         with tempfile.TemporaryDirectory(prefix="docfence-bench-") as tmp:
             yield f"sqlite:///{Path(tmp) / 'bench.db'}"
     elif kind == "postgres":
-        from docfence.testing.stores import temporary_pg_database
+        from docfence.benchmarks.harness import temporary_pg_database
 
         with temporary_pg_database("docfence_bench") as url:
             yield url

@@ -1,56 +1,5 @@
-"""Real worker processes for fault tests: start `docfence worker` with an environment, wait, kill."""
+"""Real worker processes for fault tests (the helpers live with the benchmarks, which use them too)."""
 
-from __future__ import annotations
+from docfence.benchmarks.harness import REPO, start_worker, stop, wait_for, worker_env
 
-import os
-import subprocess
-import sys
-import time
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
-
-from docfence.core.clock import monotonic
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def worker_env(db_url: str, storage_url: str, **extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update({
-        "DOCFENCE_DATABASE_URL": db_url, "DOCFENCE_STORAGE_URL": storage_url,
-        "DOCFENCE_LEASE_TTL_S": "2", "DOCFENCE_HEARTBEAT_INTERVAL_S": "0.4",
-        "DOCFENCE_RECONCILE_INTERVAL_S": "0.3", "DOCFENCE_POLL_INTERVAL_S": "0.1",
-        "DOCFENCE_SHUTDOWN_GRACE_S": "3", "PYTHONPATH": str(REPO),
-    })
-    env.pop("DOCFENCE_FAULTS", None)
-    env.update(extra)
-    return env
-
-
-def start_worker(env: dict[str, str], log: Path, *args: str) -> subprocess.Popen[bytes]:
-    out = log.open("ab")
-    return subprocess.Popen([sys.executable, "-m", "docfence.cli", "worker", *args], env=env,
-                            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    end = monotonic() + timeout
-    while monotonic() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
-def stop(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> int:
-    """SIGTERM, then SIGKILL if it does not exit in time; returns the exit code."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return int(proc.returncode)
+__all__ = ["REPO", "start_worker", "stop", "wait_for", "worker_env"]

@@ -2,37 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import secrets
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
-import psycopg
-
+from docfence.benchmarks.harness import pg_url_for, temporary_pg_database
 from docfence.core.clock import Clock
 from docfence.store.postgres import PostgresStore
 from docfence.store.sqlite import SqliteStore
-
-PG_ADMIN_URL = os.environ.get("DOCFENCE_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-
-
-def pg_url_for(dbname: str) -> str:
-    base, _, _ = PG_ADMIN_URL.rpartition("/")
-    return f"{base}/{dbname}"
-
-
-@contextmanager
-def temporary_pg_database(prefix: str = "docfence_test") -> Iterator[str]:
-    """Create an empty database, yield its URL, drop it afterwards."""
-    name = f"{prefix}_{os.getpid()}_{secrets.token_hex(3)}"
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield pg_url_for(name)
-    finally:
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def sqlite_store(path: Path, clock: Clock | None = None) -> SqliteStore:
@@ -45,6 +20,9 @@ def postgres_store(url: str, clock: Clock | None = None) -> PostgresStore:
     store = PostgresStore(url, clock=clock)
     store.migrate()
     return store
+
+
+__all__ = ["pg_url_for", "postgres_store", "reset", "sqlite_store", "temporary_pg_database"]
 
 
 def reset(store: SqliteStore | PostgresStore) -> None:
