@@ -5,6 +5,7 @@ live progress, and each job's terminal state, artifact path, sha256 and validati
 from __future__ import annotations
 
 import io
+import sys
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -26,8 +27,25 @@ SAMPLES = [  # (sample name, document class)
 ]
 
 
+WATERMARK = "Vertraulich \u2013 Dr. M\u00fcller / \u60a3\u8005"  # German and Chinese ("patient")
+
+
+def demo_watermark() -> str:
+    """The Unicode demo mark; without a CJK font installed, its Latin part (and a note saying so)."""
+    from docfence.core.errors import ConfigError
+    from docfence.engines.outline_text import outline_text
+
+    try:
+        outline_text(WATERMARK)
+        return WATERMARK
+    except ConfigError:
+        print("note: no installed font draws the CJK part of the demo watermark (install "
+              "fonts-wqy-microhei); using its Latin part", file=sys.stderr)
+        return WATERMARK.split(" / ")[0]
+
+
 def demo_settings(base: Path) -> Settings:
-    mark = WatermarkSpec(text="Vertraulich \u2013 Dr. M\u00fcller / \u60a3\u8005", opacity=0.3)
+    mark = WatermarkSpec(text=demo_watermark(), opacity=0.3)
     return Settings(
         database_url=f"sqlite:///{base / 'docfence.db'}",
         storage_url=f"file:{base / 'objects'}",
