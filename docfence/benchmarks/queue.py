@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,8 +21,10 @@ from docfence.store import open_store
 NOOP_SHA = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 
-def drain_worker(url: str, worker: str, batch: int, start: Any, log_path: str | None) -> None:
-    """Claim, heartbeat and commit no-op jobs until the queue stays empty. Logs (job, attempt) claims."""
+def drain_worker(url: str, worker: str, batch: int, start: Any, log_path: str | None,
+                 work_s: float = 0.0) -> None:
+    """Claim, heartbeat and commit no-op jobs until the queue stays empty. Logs (job, attempt) claims.
+    `work_s` simulates rendering between claim and commit (outside any transaction)."""
     store = open_store(url, migrate=False)
     log = open(log_path, "a", encoding="utf-8") if log_path else None  # noqa: SIM115
     start.wait()
@@ -43,6 +46,8 @@ def drain_worker(url: str, worker: str, batch: int, start: Any, log_path: str | 
                 log.write(f"{c.job.id} {c.attempt} {worker}\n")
             if (c.job.id, c.attempt) not in held:
                 continue  # lease lost: discard
+            if work_s:
+                time.sleep(work_s)
             try:
                 store.complete(c.job.id, c.attempt, worker, ArtifactInfo(f"noop/{c.job.id}", NOOP_SHA, 0, 0))
             except StaleAttempt:

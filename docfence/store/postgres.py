@@ -13,6 +13,7 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
+from psycopg.types.string import TextLoader
 
 from docfence.core.clock import Clock
 from docfence.core.errors import StoreError, StoreUnavailable
@@ -61,6 +62,9 @@ class PostgresStore(SqlStore):
         except psycopg.OperationalError as exc:
             raise StoreUnavailable("cannot connect to PostgreSQL") from exc
         conn.execute("SET TIME ZONE 'UTC'")
+        # JSON columns arrive as text: policies are parsed once per distinct text (cached), and
+        # audit details hash exactly what was stored.
+        conn.adapters.register_loader("jsonb", TextLoader)
         return conn
 
     def _conn(self) -> psycopg.Connection[Row]:
