@@ -7,6 +7,7 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
 import threading
 import tomllib
@@ -76,7 +77,8 @@ def _register_schedule(r_sub: Any) -> None:
     add.add_argument("--start-period", help="YYYY-MM of the first request (default: the next one due)")
     _request_options(add)
     add.set_defaults(func=_guard(run_schedule_add))
-    run = s_sub.add_parser("run", help="one scheduler pass")
+    run = s_sub.add_parser("run", help="one scheduler pass (or a pass every --every seconds until SIGTERM)")
+    run.add_argument("--every", type=float, default=None, help="keep running: seconds between passes")
     run.add_argument("--data-dir", required=True, help="<dir>/<tenant>/<subject>/<period>.json")
     run.add_argument("--providers", help="TOML file with [providers.<name>] tables")
     run.add_argument("--now", help="ISO time of the pass (default: now)")
@@ -212,15 +214,30 @@ def run_schedule_add(args: argparse.Namespace) -> int:
 def run_schedule_run(args: argparse.Namespace) -> int:
     from docfence.reports.scheduler import DirectoryDataSource, Scheduler, SchedulerConfig
 
-    now = datetime.fromisoformat(args.now) if args.now else SystemClock().now()
     rt = _runtime()
+    stop = _stop_on_signals()
+    errors = 0
     try:
         config = SchedulerConfig(data_source=DirectoryDataSource(Path(args.data_dir)), actor="cli-scheduler")
-        result = Scheduler(config, _requests(rt, args.providers)).run_once(now)
+        scheduler = Scheduler(config, _requests(rt, args.providers))
+        while True:
+            now = datetime.fromisoformat(args.now) if args.now else SystemClock().now()
+            result = scheduler.run_once(now)
+            errors += len(result.errors)
+            print(json.dumps(result.__dict__, sort_keys=True), flush=True)
+            if args.every is None or stop.wait(args.every):
+                break
     finally:
         rt.close()
-    print(json.dumps(result.__dict__, sort_keys=True))
-    return 1 if result.errors else 0
+    return 1 if errors else 0
+
+
+def _stop_on_signals() -> threading.Event:
+    """An event set by SIGTERM or SIGINT, so service loops finish their pass and exit cleanly."""
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    return stop
 
 
 def run_dispatch(args: argparse.Namespace) -> int:
@@ -228,7 +245,7 @@ def run_dispatch(args: argparse.Namespace) -> int:
 
     providers = load_provider_configs(args.providers)
     rt = _runtime()
-    stop = threading.Event()
+    stop = _stop_on_signals()
     try:
         config = DispatcherConfig(providers=providers, worker_id=f"dispatcher-{os.getpid()}")
         dispatcher = Dispatcher(config, rt.store, rt.regions)
