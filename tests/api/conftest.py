@@ -4,8 +4,6 @@ PostgreSQL) store and a file:// blob folder, plus helpers that drive jobs throug
 from __future__ import annotations
 
 import hashlib
-import socket
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -13,8 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
-from fastapi import FastAPI
 from starlette.types import Receive, Scope, Send
 
 from docfence import layout
@@ -25,6 +21,7 @@ from docfence.core.clock import FakeClock, utcnow
 from docfence.core.records import ArtifactInfo, Job
 from docfence.service import Service, build_service
 from docfence.store.base import Store, open_store
+from docfence.testing.servers import running
 from docfence.testing.stores import temporary_pg_database
 
 PDF = b"%PDF-1.4\n1 0 obj<</Type/Catalog>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n"
@@ -79,29 +76,6 @@ class ApiEnv:
         mine = [c for c in claims if c.job.id == job_id]
         assert mine, f"job {job_id} was not claimable"
         return mine[0]
-
-
-@contextmanager
-def running(app: FastAPI) -> Iterator[str]:
-    """Serve `app` with uvicorn on a free loopback port in a thread; yields the base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    for _ in range(500):
-        if server.started:
-            break
-        threading.Event().wait(0.01)
-    assert server.started, "uvicorn did not start"
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
 
 
 @contextmanager

@@ -4,14 +4,11 @@ jobs, retry conflicts, schedules; tenants see only their own requests."""
 from __future__ import annotations
 
 import base64
-import socket
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 
 from docfence.api import create_app
 from docfence.api.reports_routes import router
@@ -19,19 +16,7 @@ from docfence.config import Settings
 from docfence.engines.report_sample import load_monthly_bundle, sample_monthly_data
 from docfence.service import Service, build_service
 from docfence.store.base import open_store
-
-
-def serve(app: object) -> tuple[uvicorn.Server, threading.Thread, socket.socket]:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    for _ in range(500):
-        if server.started:
-            break
-        threading.Event().wait(0.01)
-    return server, thread, sock
+from docfence.testing.servers import running
 
 
 @pytest.fixture
@@ -42,14 +27,10 @@ def api(tmp_path: Path) -> Iterator[tuple[httpx.Client, Service]]:
     app = create_app(settings, service=service)
     app.include_router(router)  # what the lead adds to create_app
     app.state.report_processors = ("vendor",)
-    server, thread, sock = serve(app)
     try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{sock.getsockname()[1]}", timeout=30) as client:
+        with running(app) as base, httpx.Client(base_url=base, timeout=30) as client:
             yield client, service
     finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
         store.close()
 
 
