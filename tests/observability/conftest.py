@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from docfence.store.base import open_store
+from docfence.testing.servers import running
 
-from .helpers import Served, console_app, make_settings, running
+from .helpers import Served, console_app, make_settings
 
 
 @pytest.fixture

@@ -16,8 +16,9 @@ from docfence.core.records import ArtifactInfo, Claim, Job
 from docfence.observability import metrics
 from docfence.observability.exposition import render_metrics, serve_metrics
 from docfence.store.base import Store
+from docfence.testing.servers import running
 
-from .helpers import Samples, console_app, make_settings, running, samples, submit, value
+from .helpers import Samples, console_app, make_settings, samples, submit, value
 
 _REPORT = {"ok": False, "mode": "raster", "checks": [{"name": "page_count", "ok": False},
                                                      {"name": "watermark", "ok": False},
