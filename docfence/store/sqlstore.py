@@ -6,12 +6,8 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager
 from datetime import datetime
-from functools import lru_cache
-from typing import Any, Protocol
 
-from docfence.core.clock import Clock
 from docfence.core.errors import (
     IdempotencyConflict,
     IllegalTransition,
@@ -19,9 +15,7 @@ from docfence.core.errors import (
     NotFound,
     StaleAttempt,
 )
-from docfence.core.policy import JobPolicy
 from docfence.core.records import (
-    ApiKey,
     Artifact,
     ArtifactInfo,
     Attempt,
@@ -31,44 +25,14 @@ from docfence.core.records import (
     NewJob,
 )
 from docfence.core.states import Event, JobState, transition
-from docfence.store.audit import event_hash
 from docfence.store.reports import ReportQueries
+from docfence.store.sqlbase import Row, Tx, _iso, _json
+from docfence.store.sqlops import OperationsQueries
 
-Row = dict[str, Any]
+__all__ = ["Row", "SqlStore", "Tx"]
 
-
-class Tx(Protocol):
-    """One open transaction running named queries."""
-
-    def one(self, name: str, **params: Any) -> Row | None: ...
-    def all(self, name: str, **params: Any) -> list[Row]: ...
-    def run(self, name: str, **params: Any) -> int: ...
-    def send(self, name: str, **params: Any) -> None:
-        """Run without waiting for the outcome (PostgreSQL pipelines it; errors surface at commit)."""
-
-
-class SqlStore(ReportQueries):
+class SqlStore(OperationsQueries, ReportQueries):
     """The Store implementation over a dialect's `_tx()`; see store/base.py for the contract."""
-
-    dialect = "sql"
-
-    def __init__(self, clock: Clock | None = None) -> None:
-        self.clock = clock
-
-    # -- dialect hooks -------------------------------------------------------------------------
-    def _tx(self, *, write: bool = True) -> AbstractContextManager[Tx]:
-        raise NotImplementedError
-
-    def _now_param(self) -> datetime | None:
-        return self.clock.now() if self.clock is not None else None
-
-    # -- clock ---------------------------------------------------------------------------------
-    def now(self) -> datetime:
-        with self._tx(write=False) as tx:
-            row = tx.one("store_now", now=self._now_param())
-        assert row is not None
-        now: datetime = row["now"]
-        return now
 
     # -- submit ----------------------------------------------------------------------------------
     def submit(self, new: NewJob) -> tuple[Job, bool]:
@@ -279,6 +243,29 @@ class SqlStore(ReportQueries):
         if source is JobState.RENDERING:
             self._end_attempt(tx, row, event, row["last_error_code"])
 
+    # -- deletion ---------------------------------------------------------------------------------
+    def tombstone(self, job_id: str, *, actor: str, request_id: str | None, reason: str) -> Job:
+        """Mark a job's bytes deleted (cancelling it first when it is still active). The row, its
+        attempts and audit trail stay. Idempotent. The caller deletes the bytes after this commits,
+        so a stale attempt's late upload is always found by the sweep."""
+        job = self.get(job_id)
+        if not job.state.terminal:
+            with contextlib.suppress(IllegalTransition):  # it may have finished meanwhile
+                self.cancel(job_id, actor=actor, reason="deletion_requested")
+        with self._tx() as tx:
+            row = tx.one("tombstone_job", id=job_id, request_id=request_id, now=self._now_param())
+            if row is None:
+                raise StaleAttempt(f"job {job_id} is still active; retry the deletion")
+            tx.send("tombstone_artifact", job_id=job_id, deleted_at=row["deleted_at"])
+            fields = {
+                "job_id": job_id, "attempt": row["attempt"], "actor": actor, "action": "bytes_deletion",
+                "from_state": row["state"], "to_state": row["state"], "reason": reason,
+                "at": row["deleted_at"], "details": {"request_id": request_id},
+            }
+            self._insert_event(tx, job_id, row["audit_seq"], self._prev_hash(tx, job_id, row["audit_seq"]),
+                               fields)
+        return self._job(row)
+
     # -- reads -----------------------------------------------------------------------------------
     def get(self, job_id: str) -> Job:
         with self._tx(write=False) as tx:
@@ -337,226 +324,3 @@ class SqlStore(ReportQueries):
     def audit_heads(self) -> dict[str, tuple[int, str]]:
         with self._tx(write=False) as tx:
             return {r["chain"]: (int(r["seq"]), r["hash"]) for r in tx.all("list_chain_heads")}
-
-    # -- audit and operations --------------------------------------------------------------------
-    def record_event(
-        self, action: str, *, actor: str, job_id: str | None = None, reason: str | None = None,
-        details: dict[str, Any] | None = None, chain: str = "operations",
-    ) -> AuditEvent:
-        """Append a non-transition event (download, deletion, configuration change)."""
-        with self._tx() as tx:
-            return self._append_event(tx, action, actor=actor, job_id=job_id, reason=reason,
-                                      details=details or {}, chain=chain)
-
-    def _append_event(
-        self, tx: Tx, action: str, *, actor: str, job_id: str | None, reason: str | None,
-        details: dict[str, Any], chain: str,
-    ) -> AuditEvent:
-        if job_id is not None:
-            head = tx.one("bump_job_audit", id=job_id, now=self._now_param())
-            if head is None:
-                raise NotFound(f"no job {job_id}")
-            chain, seq, at = job_id, head["audit_seq"], head["now"]
-            prev = self._prev_hash(tx, job_id, seq)
-            attempt, state = head["attempt"], head["state"]
-        else:
-            head = tx.one("lock_chain", chain=chain, now=self._now_param())
-            seq = (head["seq"] or 0) + 1 if head and head["seq"] is not None else 1
-            prev = head["hash"] if head and head["hash"] else ""
-            at = head["now"] if head and head.get("now") else self._db_now(tx)
-            attempt, state = None, None
-        fields = {"job_id": job_id, "attempt": attempt, "actor": actor, "action": action,
-                  "from_state": state, "to_state": state, "reason": reason, "at": at, "details": details}
-        digest = self._insert_event(tx, chain, seq, prev, fields)
-        if job_id is None:
-            tx.send("upsert_chain", chain=chain, seq=seq, hash=digest)
-        return AuditEvent(seq=0, chain=chain, chain_seq=seq, prev_hash=prev, hash=digest, **fields)
-
-    def _db_now(self, tx: Tx) -> datetime:
-        row = tx.one("store_now", now=self._now_param())
-        assert row is not None
-        now: datetime = row["now"]
-        return now
-
-    def _append_job_event(
-        self, tx: Tx, row: Row, event: Event, *, actor: str, from_state: JobState | None,
-        to_state: JobState, details: dict[str, Any] | None = None, reason_detail: str | None = None,
-    ) -> None:
-        transition(event, from_state)  # the table is the authority: refuse anything not in it
-        if transition(event, from_state).target is not to_state:
-            raise IllegalTransition(f"{event.value} does not lead to {to_state.value}")
-        fields = {
-            "job_id": row["id"], "attempt": row["attempt"], "actor": actor, "action": event.value,
-            "from_state": from_state.value if from_state else None, "to_state": to_state.value,
-            "reason": reason_detail or event.value, "at": row["updated_at"], "details": details or {},
-        }
-        self._insert_event(tx, row["id"], row["audit_seq"], self._prev_hash(tx, row["id"], row["audit_seq"]),
-                           fields)
-
-    def _prev_hash(self, tx: Tx, chain: str, seq: int) -> str:
-        """The previous event's hash of a job chain (the job row lock serialises the chain)."""
-        if seq <= 1:
-            return ""
-        row = tx.one("prev_audit_hash", chain=chain, seq=seq - 1)
-        return str(row["hash"]) if row else ""
-
-    def _insert_event(self, tx: Tx, chain: str, seq: int, prev: str, fields: dict[str, Any]) -> str:
-        digest = event_hash(prev, chain, seq, fields)
-        params = dict(fields, details=json.dumps(fields["details"], sort_keys=True))
-        tx.send("insert_audit", chain=chain, chain_seq=seq, prev_hash=prev, hash=digest, **params)
-        return digest
-
-    def pause_claims(self, scope: str, *, actor: str, reason: str | None = None) -> None:
-        with self._tx() as tx:
-            if tx.run("insert_pause", scope=scope, actor=actor, reason=reason, now=self._now_param()):
-                self._append_event(tx, "claims_paused", actor=actor, job_id=None, reason=reason,
-                                   details={"scope": scope}, chain="operations")
-
-    def resume_claims(self, scope: str, *, actor: str) -> None:
-        with self._tx() as tx:
-            if tx.run("delete_pause", scope=scope):
-                self._append_event(tx, "claims_resumed", actor=actor, job_id=None, reason=None,
-                                   details={"scope": scope}, chain="operations")
-            tx.send("notify_queued")
-
-    def paused_scopes(self) -> list[str]:
-        with self._tx(write=False) as tx:
-            return [r["scope"] for r in tx.all("list_pauses")]
-
-    def valid_lease_count(self, *, mode: str | None = None) -> int:
-        with self._tx(write=False) as tx:
-            row = tx.one("count_valid_leases", mode=mode, now=self._now_param())
-        return int(row["n"]) if row else 0
-
-    def set_class_mode(self, document_class: str, mode: str, *, actor: str) -> None:
-        with self._tx() as tx:
-            tx.run("set_class_mode", document_class=document_class, mode=mode, actor=actor,
-                   now=self._now_param())
-            self._append_event(tx, "class_mode_changed", actor=actor, job_id=None, reason=None,
-                               details={"document_class": document_class, "mode": mode},
-                               chain="operations")
-
-    def class_modes(self) -> dict[str, str]:
-        with self._tx(write=False) as tx:
-            return {r["document_class"]: r["mode"] for r in tx.all("list_class_modes")}
-
-    # -- API keys ------------------------------------------------------------------------------------
-    def insert_api_key(
-        self, key_id: str, *, tenant: str, name: str, scopes: tuple[str, ...], key_hash: str, actor: str
-    ) -> ApiKey:
-        with self._tx() as tx:
-            row = tx.one("insert_api_key", id=key_id, tenant=tenant, key_name=name, scopes=",".join(scopes),
-                         key_hash=key_hash, now=self._now_param())
-            assert row is not None
-            self._append_event(tx, "api_key_created", actor=actor, job_id=None, reason=None,
-                               details={"key_id": key_id, "tenant": tenant, "scopes": list(scopes)},
-                               chain="operations")
-        return _api_key(row)
-
-    def get_api_key(self, key_id: str) -> ApiKey | None:
-        with self._tx(write=False) as tx:
-            row = tx.one("get_api_key", id=key_id)
-        return _api_key(row) if row else None
-
-    def revoke_api_key(self, key_id: str, *, actor: str) -> ApiKey:
-        with self._tx() as tx:
-            row = tx.one("revoke_api_key", id=key_id, now=self._now_param())
-            if row is None:
-                raise NotFound(f"no API key {key_id}")
-            self._append_event(tx, "api_key_revoked", actor=actor, job_id=None, reason=None,
-                               details={"key_id": key_id}, chain="operations")
-        return _api_key(row)
-
-    def list_api_keys(self, tenant: str | None = None) -> list[ApiKey]:
-        with self._tx(write=False) as tx:
-            return [_api_key(r) for r in tx.all("list_api_keys", tenant=tenant)]
-
-    # -- deletion and retention --------------------------------------------------------------------
-    def tombstone(self, job_id: str, *, actor: str, request_id: str | None, reason: str) -> Job:
-        """Mark a job's bytes deleted (cancelling it first when it is still active). The row, its
-        attempts and audit trail stay. Idempotent. The caller deletes the bytes after this commits,
-        so a stale attempt's late upload is always found by the sweep."""
-        job = self.get(job_id)
-        if not job.state.terminal:
-            with contextlib.suppress(IllegalTransition):  # it may have finished meanwhile
-                self.cancel(job_id, actor=actor, reason="deletion_requested")
-        with self._tx() as tx:
-            row = tx.one("tombstone_job", id=job_id, request_id=request_id, now=self._now_param())
-            if row is None:
-                raise StaleAttempt(f"job {job_id} is still active; retry the deletion")
-            tx.send("tombstone_artifact", job_id=job_id, deleted_at=row["deleted_at"])
-            fields = {
-                "job_id": job_id, "attempt": row["attempt"], "actor": actor, "action": "bytes_deletion",
-                "from_state": row["state"], "to_state": row["state"], "reason": reason,
-                "at": row["deleted_at"], "details": {"request_id": request_id},
-            }
-            self._insert_event(tx, job_id, row["audit_seq"], self._prev_hash(tx, job_id, row["audit_seq"]),
-                               fields)
-        return self._job(row)
-
-    def retention_due(self, *, batch: int = 100) -> list[str]:
-        with self._tx(write=False) as tx:
-            return [r["id"] for r in tx.all("select_retention_due", limit=batch, now=self._now_param())]
-
-    def deleted_since(self, since: datetime, *, limit: int = 1000) -> list[tuple[str, str, str]]:
-        with self._tx(write=False) as tx:
-            rows = tx.all("select_deleted_since", since=since, limit=limit)
-        return [(r["id"], r["tenant"], r["region"]) for r in rows]
-
-    # -- benchmarks ------------------------------------------------------------------------------
-    def bench_fill_finished(self, n: int) -> None:
-        """Benchmarks only: add `n` finished jobs so claims run against a realistic backlog."""
-        with self._tx() as tx:
-            tx.run("bench_fill_finished", n=n, policy=json.dumps(JobPolicy().to_dict()))
-
-    def bench_raw_cycle(self, worker: str) -> bool:
-        """Benchmarks only: one bare claim and one bare fenced commit; False when nothing was queued."""
-        with self._tx() as tx:
-            row = tx.one("bench_raw_claim", worker=worker)
-        if row is None:
-            return False
-        with self._tx() as tx:
-            if tx.run("bench_raw_commit", id=row["id"], attempt=row["attempt"]) != 1:
-                raise StaleAttempt("raw commit lost its row")
-        return True
-
-    # -- row mapping -------------------------------------------------------------------------------
-    def _job(self, row: Row) -> Job:
-        data = {k: row[k] for k in _JOB_FIELDS}
-        data["state"] = JobState(row["state"])
-        data["policy"] = _policy(row["policy"])
-        return Job(**data)
-
-    def _event(self, row: Row) -> AuditEvent:
-        row = dict(row)
-        row["details"] = _json(row["details"])
-        return AuditEvent(**row)
-
-
-_JOB_FIELDS = [f for f in Job.__dataclass_fields__ if f not in ("state", "policy")]
-
-
-def _api_key(row: Row) -> ApiKey:
-    data = dict(row)
-    data["scopes"] = tuple(s for s in str(data["scopes"]).split(",") if s)
-    return ApiKey(**data)
-
-
-def _policy(value: Any) -> JobPolicy:
-    if isinstance(value, str):
-        return _policy_from_text(value)
-    return JobPolicy.from_dict(value)
-
-
-@lru_cache(maxsize=256)
-def _policy_from_text(text: str) -> JobPolicy:
-    """Policies repeat across jobs; parsing is cached by their JSON text (they are immutable)."""
-    return JobPolicy.from_dict(json.loads(text))
-
-
-def _json(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str | bytes) else value
-
-
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value else None

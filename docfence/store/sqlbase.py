@@ -1,0 +1,162 @@
+"""What both SQL dialects share below the transitions: the transaction seam, row mapping, and
+appending hash-chained audit events inside a transaction."""
+
+from __future__ import annotations
+
+import json
+from contextlib import AbstractContextManager
+from datetime import datetime
+from functools import lru_cache
+from typing import Any, Protocol
+
+from docfence.core.clock import Clock
+from docfence.core.errors import IllegalTransition, NotFound
+from docfence.core.policy import JobPolicy
+from docfence.core.records import ApiKey, AuditEvent, Job
+from docfence.core.states import Event, JobState, transition
+from docfence.store.audit import event_hash
+
+Row = dict[str, Any]
+
+
+class Tx(Protocol):
+    """One open transaction running named queries."""
+
+    def one(self, name: str, **params: Any) -> Row | None: ...
+    def all(self, name: str, **params: Any) -> list[Row]: ...
+    def run(self, name: str, **params: Any) -> int: ...
+    def send(self, name: str, **params: Any) -> None:
+        """Run without waiting for the outcome (PostgreSQL pipelines it; errors surface at commit)."""
+
+
+class SqlBase:
+    """Dialects supply `_tx()`; the store classes above build every operation from named queries."""
+
+    dialect = "sql"
+
+    def __init__(self, clock: Clock | None = None) -> None:
+        self.clock = clock
+
+    # -- dialect hooks -------------------------------------------------------------------------
+    def _tx(self, *, write: bool = True) -> AbstractContextManager[Tx]:
+        raise NotImplementedError
+
+    def _now_param(self) -> datetime | None:
+        return self.clock.now() if self.clock is not None else None
+
+    # -- clock ---------------------------------------------------------------------------------
+    def now(self) -> datetime:
+        with self._tx(write=False) as tx:
+            row = tx.one("store_now", now=self._now_param())
+        assert row is not None
+        now: datetime = row["now"]
+        return now
+
+    # -- audit and operations --------------------------------------------------------------------
+    def record_event(
+        self, action: str, *, actor: str, job_id: str | None = None, reason: str | None = None,
+        details: dict[str, Any] | None = None, chain: str = "operations",
+    ) -> AuditEvent:
+        """Append a non-transition event (download, deletion, configuration change)."""
+        with self._tx() as tx:
+            return self._append_event(tx, action, actor=actor, job_id=job_id, reason=reason,
+                                      details=details or {}, chain=chain)
+
+    def _append_event(
+        self, tx: Tx, action: str, *, actor: str, job_id: str | None, reason: str | None,
+        details: dict[str, Any], chain: str,
+    ) -> AuditEvent:
+        if job_id is not None:
+            head = tx.one("bump_job_audit", id=job_id, now=self._now_param())
+            if head is None:
+                raise NotFound(f"no job {job_id}")
+            chain, seq, at = job_id, head["audit_seq"], head["now"]
+            prev = self._prev_hash(tx, job_id, seq)
+            attempt, state = head["attempt"], head["state"]
+        else:
+            head = tx.one("lock_chain", chain=chain, now=self._now_param())
+            seq = (head["seq"] or 0) + 1 if head and head["seq"] is not None else 1
+            prev = head["hash"] if head and head["hash"] else ""
+            at = head["now"] if head and head.get("now") else self._db_now(tx)
+            attempt, state = None, None
+        fields = {"job_id": job_id, "attempt": attempt, "actor": actor, "action": action,
+                  "from_state": state, "to_state": state, "reason": reason, "at": at, "details": details}
+        digest = self._insert_event(tx, chain, seq, prev, fields)
+        if job_id is None:
+            tx.send("upsert_chain", chain=chain, seq=seq, hash=digest)
+        return AuditEvent(seq=0, chain=chain, chain_seq=seq, prev_hash=prev, hash=digest, **fields)
+
+    def _db_now(self, tx: Tx) -> datetime:
+        row = tx.one("store_now", now=self._now_param())
+        assert row is not None
+        now: datetime = row["now"]
+        return now
+
+    def _append_job_event(
+        self, tx: Tx, row: Row, event: Event, *, actor: str, from_state: JobState | None,
+        to_state: JobState, details: dict[str, Any] | None = None, reason_detail: str | None = None,
+    ) -> None:
+        transition(event, from_state)  # the table is the authority: refuse anything not in it
+        if transition(event, from_state).target is not to_state:
+            raise IllegalTransition(f"{event.value} does not lead to {to_state.value}")
+        fields = {
+            "job_id": row["id"], "attempt": row["attempt"], "actor": actor, "action": event.value,
+            "from_state": from_state.value if from_state else None, "to_state": to_state.value,
+            "reason": reason_detail or event.value, "at": row["updated_at"], "details": details or {},
+        }
+        self._insert_event(tx, row["id"], row["audit_seq"], self._prev_hash(tx, row["id"], row["audit_seq"]),
+                           fields)
+
+    def _prev_hash(self, tx: Tx, chain: str, seq: int) -> str:
+        """The previous event's hash of a job chain (the job row lock serialises the chain)."""
+        if seq <= 1:
+            return ""
+        row = tx.one("prev_audit_hash", chain=chain, seq=seq - 1)
+        return str(row["hash"]) if row else ""
+
+    def _insert_event(self, tx: Tx, chain: str, seq: int, prev: str, fields: dict[str, Any]) -> str:
+        digest = event_hash(prev, chain, seq, fields)
+        params = dict(fields, details=json.dumps(fields["details"], sort_keys=True))
+        tx.send("insert_audit", chain=chain, chain_seq=seq, prev_hash=prev, hash=digest, **params)
+        return digest
+
+    # -- row mapping -------------------------------------------------------------------------------
+    def _job(self, row: Row) -> Job:
+        data = {k: row[k] for k in _JOB_FIELDS}
+        data["state"] = JobState(row["state"])
+        data["policy"] = _policy(row["policy"])
+        return Job(**data)
+
+    def _event(self, row: Row) -> AuditEvent:
+        row = dict(row)
+        row["details"] = _json(row["details"])
+        return AuditEvent(**row)
+
+
+_JOB_FIELDS = [f for f in Job.__dataclass_fields__ if f not in ("state", "policy")]
+
+
+def _api_key(row: Row) -> ApiKey:
+    data = dict(row)
+    data["scopes"] = tuple(s for s in str(data["scopes"]).split(",") if s)
+    return ApiKey(**data)
+
+
+def _policy(value: Any) -> JobPolicy:
+    if isinstance(value, str):
+        return _policy_from_text(value)
+    return JobPolicy.from_dict(value)
+
+
+@lru_cache(maxsize=256)
+def _policy_from_text(text: str) -> JobPolicy:
+    """Policies repeat across jobs; parsing is cached by their JSON text (they are immutable)."""
+    return JobPolicy.from_dict(json.loads(text))
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None

@@ -1,0 +1,106 @@
+"""Operations, API keys, deletion and benchmark queries of the SQL stores (a mixin of SqlStore)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from docfence.core.errors import NotFound, StaleAttempt
+from docfence.core.policy import JobPolicy
+from docfence.core.records import ApiKey
+from docfence.store.sqlbase import SqlBase, _api_key
+
+
+class OperationsQueries(SqlBase):
+    def pause_claims(self, scope: str, *, actor: str, reason: str | None = None) -> None:
+        with self._tx() as tx:
+            if tx.run("insert_pause", scope=scope, actor=actor, reason=reason, now=self._now_param()):
+                self._append_event(tx, "claims_paused", actor=actor, job_id=None, reason=reason,
+                                   details={"scope": scope}, chain="operations")
+
+    def resume_claims(self, scope: str, *, actor: str) -> None:
+        with self._tx() as tx:
+            if tx.run("delete_pause", scope=scope):
+                self._append_event(tx, "claims_resumed", actor=actor, job_id=None, reason=None,
+                                   details={"scope": scope}, chain="operations")
+            tx.send("notify_queued")
+
+    def paused_scopes(self) -> list[str]:
+        with self._tx(write=False) as tx:
+            return [r["scope"] for r in tx.all("list_pauses")]
+
+    def valid_lease_count(self, *, mode: str | None = None) -> int:
+        with self._tx(write=False) as tx:
+            row = tx.one("count_valid_leases", mode=mode, now=self._now_param())
+        return int(row["n"]) if row else 0
+
+    def set_class_mode(self, document_class: str, mode: str, *, actor: str) -> None:
+        with self._tx() as tx:
+            tx.run("set_class_mode", document_class=document_class, mode=mode, actor=actor,
+                   now=self._now_param())
+            self._append_event(tx, "class_mode_changed", actor=actor, job_id=None, reason=None,
+                               details={"document_class": document_class, "mode": mode},
+                               chain="operations")
+
+    def class_modes(self) -> dict[str, str]:
+        with self._tx(write=False) as tx:
+            return {r["document_class"]: r["mode"] for r in tx.all("list_class_modes")}
+
+    # -- API keys ------------------------------------------------------------------------------------
+    def insert_api_key(
+        self, key_id: str, *, tenant: str, name: str, scopes: tuple[str, ...], key_hash: str, actor: str
+    ) -> ApiKey:
+        with self._tx() as tx:
+            row = tx.one("insert_api_key", id=key_id, tenant=tenant, key_name=name, scopes=",".join(scopes),
+                         key_hash=key_hash, now=self._now_param())
+            assert row is not None
+            self._append_event(tx, "api_key_created", actor=actor, job_id=None, reason=None,
+                               details={"key_id": key_id, "tenant": tenant, "scopes": list(scopes)},
+                               chain="operations")
+        return _api_key(row)
+
+    def get_api_key(self, key_id: str) -> ApiKey | None:
+        with self._tx(write=False) as tx:
+            row = tx.one("get_api_key", id=key_id)
+        return _api_key(row) if row else None
+
+    def revoke_api_key(self, key_id: str, *, actor: str) -> ApiKey:
+        with self._tx() as tx:
+            row = tx.one("revoke_api_key", id=key_id, now=self._now_param())
+            if row is None:
+                raise NotFound(f"no API key {key_id}")
+            self._append_event(tx, "api_key_revoked", actor=actor, job_id=None, reason=None,
+                               details={"key_id": key_id}, chain="operations")
+        return _api_key(row)
+
+    def list_api_keys(self, tenant: str | None = None) -> list[ApiKey]:
+        with self._tx(write=False) as tx:
+            return [_api_key(r) for r in tx.all("list_api_keys", tenant=tenant)]
+
+    # -- deletion and retention --------------------------------------------------------------------
+    def retention_due(self, *, batch: int = 100) -> list[str]:
+        with self._tx(write=False) as tx:
+            return [r["id"] for r in tx.all("select_retention_due", limit=batch, now=self._now_param())]
+
+    def deleted_since(self, since: datetime, *, limit: int = 1000) -> list[tuple[str, str, str]]:
+        with self._tx(write=False) as tx:
+            rows = tx.all("select_deleted_since", since=since, limit=limit)
+        return [(r["id"], r["tenant"], r["region"]) for r in rows]
+
+    # -- benchmarks ------------------------------------------------------------------------------
+    def bench_fill_finished(self, n: int) -> None:
+        """Benchmarks only: add `n` finished jobs so claims run against a realistic backlog."""
+        with self._tx() as tx:
+            tx.run("bench_fill_finished", n=n, policy=json.dumps(JobPolicy().to_dict()))
+
+    def bench_raw_cycle(self, worker: str) -> bool:
+        """Benchmarks only: one bare claim and one bare fenced commit; False when nothing was queued."""
+        with self._tx() as tx:
+            row = tx.one("bench_raw_claim", worker=worker)
+        if row is None:
+            return False
+        with self._tx() as tx:
+            if tx.run("bench_raw_commit", id=row["id"], attempt=row["attempt"]) != 1:
+                raise StaleAttempt("raw commit lost its row")
+        return True
+
