@@ -21,6 +21,9 @@
     │   ├── TemplateError, TemplateDataInvalid
     │   └── RenderResourceExceeded     time, memory or output size limit of the render child
     ├── ProviderError                  outside renderers (see providers/)
+    ├── RequestError                   the service boundary: a caller's request is refused
+    │   ├── InvalidRequest, Unauthorized, Forbidden, UploadTooLarge
+    │   └── ArtifactNotReady, ArtifactGone, SignedUrlInvalid, SignedUrlExpired
     └── ApiError                       client side: HTTP answers, poll timeouts
 """
 
@@ -211,6 +214,60 @@ class ProviderError(DocfenceError):
     """An outside renderer failed."""
 
     code = "provider_error"
+
+
+class RequestError(DocfenceError):
+    """The request cannot be served as asked."""
+
+    code = "request_error"
+
+
+class InvalidRequest(RequestError):
+    """The request is invalid."""
+
+    code = "invalid_request"
+
+
+class Unauthorized(RequestError):
+    """A valid API key is required."""
+
+    code = "unauthorized"
+
+
+class Forbidden(RequestError):
+    """This API key lacks the scope for that operation."""
+
+    code = "forbidden"
+
+
+class UploadTooLarge(RequestError):
+    """The upload exceeds the maximum size; nothing was stored."""
+
+    code = "upload_too_large"
+
+
+class ArtifactNotReady(RequestError):
+    """The job has no downloadable artifact (it has not succeeded)."""
+
+    code = "artifact_not_ready"
+
+
+class ArtifactGone(RequestError):
+    """The artifact was deleted."""
+
+    code = "artifact_gone"
+
+
+class SignedUrlInvalid(RequestError):
+    """The download link is invalid."""
+
+    code = "signed_url_invalid"
+
+
+class SignedUrlExpired(RequestError):
+    """The download link has expired."""
+
+    code = "signed_url_expired"
 
 
 class ApiError(DocfenceError):
