@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 import sys
 import threading
-from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
@@ -85,7 +84,7 @@ def run_demo(base: Path, out: TextIO) -> int:
     done = threading.Event()
     monitor = threading.Thread(target=_progress, args=(rt, [j.id for _, j in jobs], done, out), daemon=True)
     monitor.start()
-    run_worker(replace(rt, settings=settings), until_idle=True, install_signals=False)
+    run_worker(rt, until_idle=True, install_signals=False)
     done.set()
     monitor.join()
     ok = _summary(rt, base, jobs, out)

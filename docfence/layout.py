@@ -29,7 +29,3 @@ def attempt_of_staging_key(key: str) -> int | None:
     if len(parts) == 6 and parts[3] == "attempts" and parts[4].isdigit():
         return int(parts[4])
     return None
-
-
-def staging_prefix(tenant: str, job_id: str) -> str:
-    return f"{job_prefix(tenant, job_id)}attempts/"

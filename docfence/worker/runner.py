@@ -47,6 +47,7 @@ class Worker:
         self.leases = LeaseKeeper(store, self.id, self.cfg.heartbeat_interval_s)
         self.stopping = threading.Event()
         self.counters = Counters()
+        self._stop_seen: float | None = None  # when shutdown began (the grace period counts from it)
         self._scratch = Path(tempfile.mkdtemp(prefix="docfence-worker-"))
 
     def run(self, *, until_idle: bool = False, max_jobs: int | None = None) -> Counters:
@@ -176,7 +177,8 @@ class Worker:
     def _grace_over(self) -> bool:
         if not self.stopping.is_set():
             return False
-        self._stop_seen = getattr(self, "_stop_seen", None) or monotonic()
+        if self._stop_seen is None:
+            self._stop_seen = monotonic()
         return monotonic() - self._stop_seen > self.cfg.shutdown_grace_s
 
     def _stage_and_commit(
