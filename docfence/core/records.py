@@ -90,6 +90,15 @@ class ArtifactInfo:
 
 
 @dataclass(frozen=True)
+class Completion:
+    """One attempt's success handed to a batched fenced commit (`Store.complete_many`)."""
+
+    job_id: str
+    attempt: int
+    artifact: ArtifactInfo
+
+
+@dataclass(frozen=True)
 class Artifact:
     job_id: str
     attempt: int

@@ -15,6 +15,7 @@ from docfence.core.records import (
     Attempt,
     AuditEvent,
     Claim,
+    Completion,
     Job,
     NewJob,
 )
@@ -41,6 +42,9 @@ class Store(Protocol):
         self, leases: Sequence[tuple[str, int]], worker: str
     ) -> dict[tuple[str, int], datetime]: ...
     def complete(self, job_id: str, attempt: int, worker: str, artifact: ArtifactInfo) -> Job: ...
+    def complete_many(
+        self, completions: Sequence[Completion], worker: str
+    ) -> dict[tuple[str, int], Job]: ...
     def fail(
         self, job_id: str, attempt: int, worker: str, code: str, message: str, *, retryable: bool
     ) -> Job: ...

@@ -7,7 +7,7 @@ discarded and reported as StoreUnavailable, and the next call reconnects.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -45,6 +45,10 @@ class _PgTx:
 
     def send(self, name: str, **params: Any) -> None:
         self.conn.execute(self.queries[name], params)
+
+    def send_many(self, name: str, rows: Sequence[dict[str, Any]]) -> None:
+        if rows:
+            self.conn.cursor().executemany(self.queries[name], rows)
 
 
 class PostgresStore(SqlStore):

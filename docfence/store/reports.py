@@ -10,17 +10,12 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from docfence.core.errors import LeaseLost, NotFound
 from docfence.core.records import Claim, Job
 from docfence.core.states import Event, JobState, transition
-
-if TYPE_CHECKING:
-    from contextlib import AbstractContextManager
-
-    from docfence.core.records import AuditEvent
-    from docfence.store.sqlstore import Row, Tx
+from docfence.store.sqlbase import Row, SqlBase, _json
 
 REPORTS_CHAIN = "reports"  # the audit chain of template, request and schedule events
 
@@ -110,10 +105,6 @@ class ProviderObservation:
     outcome: str | None
 
 
-def _json(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str | bytes) else value
-
-
 def _template_info(row: Row) -> TemplateInfo:
     return TemplateInfo(row["id"], int(row["version"]), row["name"], row["sha256"], row["created_at"],
                         row["created_by"])
@@ -128,19 +119,8 @@ def _fields(cls: type, row: Row) -> dict[str, Any]:
     return {name: row[name] for name in cls.__dataclass_fields__}  # type: ignore[attr-defined]
 
 
-class ReportQueries:
+class ReportQueries(SqlBase):
     """Report-pipeline methods of SqlStore; each runs named queries inside `self._tx()`."""
-
-    if TYPE_CHECKING:
-        def _tx(self, *, write: bool = True) -> AbstractContextManager[Tx]: ...
-        def _now_param(self) -> datetime | None: ...
-        def _job(self, row: Row) -> Job: ...
-        def _append_event(self, tx: Tx, action: str, *, actor: str, job_id: str | None,
-                          reason: str | None, details: dict[str, Any], chain: str) -> AuditEvent: ...
-        def _append_job_event(self, tx: Tx, row: Row, event: Event, *, actor: str,
-                              from_state: JobState | None, to_state: JobState,
-                              details: dict[str, Any] | None = None,
-                              reason_detail: str | None = None) -> None: ...
 
     # -- templates ---------------------------------------------------------------------------------
     def insert_template_version(
@@ -270,20 +250,10 @@ class ReportQueries:
         if not processors:
             return []
         with self._tx() as tx:
+            tx.send("claim_plan")
             rows = tx.all("claim_provider_jobs", worker=worker, processors=json.dumps(list(processors)),
                           limit=limit, now=self._now_param())
-            claims = []
-            for row in rows:
-                tx.run("insert_attempt", job_id=row["id"], attempt=row["attempt"], worker=worker,
-                       claimed_at=row["claimed_at"])
-                expires = row["lease_expires_at"]
-                self._append_job_event(
-                    tx, row, Event.LEASE_ACQUIRED, actor=worker, from_state=JobState.QUEUED,
-                    to_state=JobState.RENDERING, details={"lease_expires_at": expires.isoformat()},
-                )
-                job = self._job(row)
-                claims.append(Claim(job, job.attempt, worker, expires))
-        return claims
+            return self._record_claims(tx, rows, worker)
 
     def record_provider_observation(
         self, job_id: str, attempt: int, worker: str, *, provider: str, kind: str,

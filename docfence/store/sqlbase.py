@@ -4,6 +4,7 @@ appending hash-chained audit events inside a transaction."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from functools import lru_cache
@@ -12,7 +13,7 @@ from typing import Any, Protocol
 from docfence.core.clock import Clock
 from docfence.core.errors import IllegalTransition, NotFound
 from docfence.core.policy import JobPolicy
-from docfence.core.records import ApiKey, AuditEvent, Job
+from docfence.core.records import ApiKey, AuditEvent, Claim, Job
 from docfence.core.states import Event, JobState, transition
 from docfence.store.audit import event_hash
 
@@ -27,6 +28,8 @@ class Tx(Protocol):
     def run(self, name: str, **params: Any) -> int: ...
     def send(self, name: str, **params: Any) -> None:
         """Run without waiting for the outcome (PostgreSQL pipelines it; errors surface at commit)."""
+    def send_many(self, name: str, rows: Sequence[dict[str, Any]]) -> None:
+        """`send` once per parameter set, as one prepared statement (executemany)."""
 
 
 class SqlBase:
@@ -92,20 +95,61 @@ class SqlBase:
         now: datetime = row["now"]
         return now
 
+    def _record_claims(self, tx: Tx, rows: list[Row], worker: str) -> list[Claim]:
+        """The evidence of leases just taken (`rows` moved queued -> rendering in `tx`): one attempt
+        row and one audit event per job, each written as one batch."""
+        tx.send_many("insert_attempt", [
+            {"job_id": r["id"], "attempt": r["attempt"], "worker": worker, "claimed_at": r["claimed_at"]}
+            for r in rows
+        ])
+        self._append_job_events(tx, [(r, self._job_event_fields(
+            r, Event.LEASE_ACQUIRED, actor=worker, from_state=JobState.QUEUED,
+            to_state=JobState.RENDERING, details={"lease_expires_at": _iso(r["lease_expires_at"])},
+        )) for r in rows])
+        claims = []
+        for row in rows:
+            job = self._job(row)
+            claims.append(Claim(job, job.attempt, worker, row["lease_expires_at"]))
+        return claims
+
     def _append_job_event(
         self, tx: Tx, row: Row, event: Event, *, actor: str, from_state: JobState | None,
         to_state: JobState, details: dict[str, Any] | None = None, reason_detail: str | None = None,
     ) -> None:
-        transition(event, from_state)  # the table is the authority: refuse anything not in it
+        self._append_job_events(tx, [(row, self._job_event_fields(
+            row, event, actor=actor, from_state=from_state, to_state=to_state, details=details,
+            reason_detail=reason_detail))])
+
+    def _job_event_fields(
+        self, row: Row, event: Event, *, actor: str, from_state: JobState | None,
+        to_state: JobState, details: dict[str, Any] | None = None, reason_detail: str | None = None,
+    ) -> dict[str, Any]:
+        """The audit event of a transition just written to `row`; refuses one outside the table."""
         if transition(event, from_state).target is not to_state:
             raise IllegalTransition(f"{event.value} does not lead to {to_state.value}")
-        fields = {
+        return {
             "job_id": row["id"], "attempt": row["attempt"], "actor": actor, "action": event.value,
             "from_state": from_state.value if from_state else None, "to_state": to_state.value,
             "reason": reason_detail or event.value, "at": row["updated_at"], "details": details or {},
         }
-        self._insert_event(tx, row["id"], row["audit_seq"], self._prev_hash(tx, row["id"], row["audit_seq"]),
-                           fields)
+
+    def _append_job_events(self, tx: Tx, events: Sequence[tuple[Row, dict[str, Any]]]) -> None:
+        """Append one event to each job's chain (rows just updated: the row lock serialises each chain).
+        The previous hashes are read in one query and the events written as one batch."""
+        if not events:
+            return
+        links = [(row["id"], row["audit_seq"] - 1) for row, _ in events if row["audit_seq"] > 1]
+        prev: dict[tuple[str, int], str] = {}
+        if links:
+            for r in tx.all("prev_audit_hashes", links=json.dumps(links)):
+                if r["hash"] is not None:
+                    prev[(r["chain"], int(r["chain_seq"]))] = str(r["hash"])
+        batch = []
+        for row, fields in events:
+            chain, seq = row["id"], row["audit_seq"]
+            prev_hash = prev.get((chain, seq - 1), "")
+            batch.append(self._event_params(chain, seq, prev_hash, fields))
+        tx.send_many("insert_audit", batch)
 
     def _prev_hash(self, tx: Tx, chain: str, seq: int) -> str:
         """The previous event's hash of a job chain (the job row lock serialises the chain)."""
@@ -115,10 +159,15 @@ class SqlBase:
         return str(row["hash"]) if row else ""
 
     def _insert_event(self, tx: Tx, chain: str, seq: int, prev: str, fields: dict[str, Any]) -> str:
+        params = self._event_params(chain, seq, prev, fields)
+        tx.send("insert_audit", **params)
+        return str(params["hash"])
+
+    @staticmethod
+    def _event_params(chain: str, seq: int, prev: str, fields: dict[str, Any]) -> dict[str, Any]:
         digest = event_hash(prev, chain, seq, fields)
-        params = dict(fields, details=json.dumps(fields["details"], sort_keys=True))
-        tx.send("insert_audit", chain=chain, chain_seq=seq, prev_hash=prev, hash=digest, **params)
-        return digest
+        return dict(fields, details=json.dumps(fields["details"], sort_keys=True), chain=chain,
+                    chain_seq=seq, prev_hash=prev, hash=digest)
 
     # -- row mapping -------------------------------------------------------------------------------
     def _job(self, row: Row) -> Job:

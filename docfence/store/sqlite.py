@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -67,6 +67,11 @@ class _SqliteTx:
 
     def send(self, name: str, **params: Any) -> None:
         self.run(name, **params)
+
+    def send_many(self, name: str, rows: Sequence[dict[str, Any]]) -> None:
+        if rows:
+            self.conn.executemany(self.queries[name],
+                                  [{k: _param(v) for k, v in r.items()} for r in rows])
 
 
 class SqliteStore(SqlStore):

@@ -21,12 +21,13 @@ from docfence.core.records import (
     Attempt,
     AuditEvent,
     Claim,
+    Completion,
     Job,
     NewJob,
 )
 from docfence.core.states import Event, JobState, transition
 from docfence.store.reports import ReportQueries
-from docfence.store.sqlbase import Row, Tx, _iso, _json
+from docfence.store.sqlbase import Row, Tx, _json
 from docfence.store.sqlops import OperationsQueries
 
 __all__ = ["Row", "SqlStore", "Tx"]
@@ -82,18 +83,9 @@ class SqlStore(OperationsQueries, ReportQueries):
         """Lease up to `limit` due jobs for `worker` (attempt += 1, lease from the store's clock)."""
         transition(Event.LEASE_ACQUIRED, JobState.QUEUED)
         with self._tx() as tx:
+            tx.send("claim_plan")
             rows = tx.all("claim_jobs", worker=worker, limit=limit, now=self._now_param())
-            claims = []
-            for row in rows:
-                tx.send("insert_attempt", job_id=row["id"], attempt=row["attempt"], worker=worker,
-                       claimed_at=row["claimed_at"])
-                self._append_job_event(
-                    tx, row, Event.LEASE_ACQUIRED, actor=worker, from_state=JobState.QUEUED,
-                    to_state=JobState.RENDERING, details={"lease_expires_at": _iso(row["lease_expires_at"])},
-                )
-                job = self._job(row)
-                claims.append(Claim(job, job.attempt, worker, row["lease_expires_at"]))
-        return claims
+            return self._record_claims(tx, rows, worker)
 
     def heartbeat(self, job_id: str, attempt: int, worker: str) -> datetime:
         """Extend the lease; raises LeaseLost when id, attempt, state or owner no longer match."""
@@ -118,18 +110,45 @@ class SqlStore(OperationsQueries, ReportQueries):
     # -- worker outcomes -----------------------------------------------------------------------
     def complete(self, job_id: str, attempt: int, worker: str, artifact: ArtifactInfo) -> Job:
         """Fenced commit: succeeded with the artifact, or StaleAttempt and nothing is published."""
+        done = self.complete_many([Completion(job_id, attempt, artifact)], worker)
+        if (job_id, attempt) not in done:
+            raise StaleAttempt(f"job {job_id} attempt {attempt} is no longer current; discard its work")
+        return done[(job_id, attempt)]
+
+    def complete_many(self, completions: Sequence[Completion], worker: str) -> dict[tuple[str, int], Job]:
+        """Fenced commits of several of `worker`'s attempts in one transaction (group commit).
+
+        Each is fenced on its own row exactly as `complete` is. The answer holds the jobs that
+        succeeded, keyed by (job id, attempt); a completion missing from it was stale, and nothing
+        of it (job state, artifact row, audit event) was written.
+        """
+        if not completions:
+            return {}
+        by_key = {(c.job_id, c.attempt): c for c in completions}
+        if len(by_key) != len(completions):
+            raise ValueError("an attempt is listed twice in one group commit")
+        transition(Event.ARTIFACT_COMMITTED, JobState.RENDERING)
         with self._tx() as tx:
-            row = self._fence(tx, job_id, attempt, worker, Event.ARTIFACT_COMMITTED, None, None)
-            tx.send("insert_artifact", job_id=job_id, attempt=attempt, storage_key=artifact.key,
-                   sha256=artifact.sha256, bytes=artifact.bytes, pages=artifact.pages,
-                   validation=json.dumps(artifact.validation, sort_keys=True), created_at=row["updated_at"])
-            self._end_attempt(tx, row, Event.ARTIFACT_COMMITTED, None)
-            self._append_job_event(
-                tx, row, Event.ARTIFACT_COMMITTED, actor=worker, from_state=JobState.RENDERING,
+            rows = tx.all("fence_commit_many", items=json.dumps([list(k) for k in by_key]), worker=worker,
+                          now=self._now_param())
+            done = [(row, by_key[(row["id"], int(row["attempt"]))].artifact) for row in rows]
+            tx.send_many("insert_artifact", [
+                {"job_id": row["id"], "attempt": row["attempt"], "storage_key": art.key, "sha256": art.sha256,
+                 "bytes": art.bytes, "pages": art.pages, "created_at": row["updated_at"],
+                 "validation": json.dumps(art.validation, sort_keys=True)}
+                for row, art in done
+            ])
+            tx.send_many("end_attempt", [
+                {"job_id": row["id"], "attempt": row["attempt"], "ended_at": row["updated_at"],
+                 "outcome": Event.ARTIFACT_COMMITTED.value, "error_code": None}
+                for row, _ in done
+            ])
+            self._append_job_events(tx, [(row, self._job_event_fields(
+                row, Event.ARTIFACT_COMMITTED, actor=worker, from_state=JobState.RENDERING,
                 to_state=JobState.SUCCEEDED,
-                details={"sha256": artifact.sha256, "bytes": artifact.bytes, "pages": artifact.pages},
-            )
-        return self._job(row)
+                details={"sha256": art.sha256, "bytes": art.bytes, "pages": art.pages},
+            )) for row, art in done])
+        return {(row["id"], int(row["attempt"])): self._job(row) for row in rows}
 
     def fail(
         self, job_id: str, attempt: int, worker: str, code: str, message: str, *, retryable: bool

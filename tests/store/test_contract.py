@@ -7,7 +7,7 @@ import pytest
 from docfence.core.clock import FakeClock
 from docfence.core.errors import IdempotencyConflict, IllegalTransition, LeaseLost, NotFound, StaleAttempt
 from docfence.core.policy import JobPolicy, Mode
-from docfence.core.records import ArtifactInfo, NewJob
+from docfence.core.records import ArtifactInfo, Completion, NewJob
 from docfence.core.states import ALLOWED_PAIRS, JobState
 from docfence.store.audit import verify_events
 
@@ -104,6 +104,34 @@ def test_only_the_current_attempt_commits(store, clock: FakeClock) -> None:  # t
     with pytest.raises(IllegalTransition):
         store.cancel(job_id, actor="user")
     assert store.get(job_id).state is JobState.SUCCEEDED
+
+
+def test_group_commit_fences_each_attempt_on_its_own(store, clock: FakeClock) -> None:  # type: ignore[no-untyped-def]
+    ids = [submit(store, lease_ttl_s=10, max_attempts=3) for _ in range(5)]
+    store.claim("w1", limit=5)
+    store.cancel(ids[1], actor="user")  # canceled under the worker
+    clock.advance(11)
+    completions = [Completion(i, 1, art(i, 1)) for i in ids]
+    assert store.complete_many(completions, "w1") == {}  # expired (or canceled): all stale at once
+    assert len(store.requeue_expired(batch=10)) == 4
+    assert [c.job.id for c in store.claim("w2", limit=4)] == [ids[0], *ids[2:]]  # attempt 2, w2
+    ids2 = [submit(store, lease_ttl_s=10) for _ in range(3)]
+    claims = store.claim("w3", limit=3)
+    assert [c.job.id for c in claims] == ids2
+    batch = [Completion(ids2[0], 1, art(ids2[0], 1)), Completion(ids2[1], 1, art(ids2[1], 1)),
+             Completion(ids2[2], 2, art(ids2[2], 2)), Completion(ids[0], 2, art(ids[0], 2))]
+    done = store.complete_many(batch, "w3")  # ids2[2] is attempt 1, ids[0] belongs to w2
+    assert sorted(done) == sorted([(ids2[0], 1), (ids2[1], 1)])
+    assert all(j.state is JobState.SUCCEEDED for j in done.values())
+    assert store.artifact(ids2[0]).key == art(ids2[0], 1).key  # type: ignore[union-attr]
+    assert store.artifact(ids2[2]) is None and store.get(ids2[2]).state is JobState.RENDERING
+    assert [e.action for e in store.audit_events(ids2[2])] == ["submitted", "lease_acquired"]
+    assert store.get(ids[0]).lease_owner == "w2"
+    assert [a.outcome for a in store.attempts(ids2[1])] == ["artifact_committed"]
+    assert store.complete_many(batch[:2], "w3") == {}  # already terminal: a replay changes nothing
+    with pytest.raises(ValueError):
+        store.complete_many([batch[0], batch[0]], "w3")
+    assert verify_events(store.iter_audit(), store.audit_heads()).ok
 
 
 def test_commit_after_lease_expiry_is_refused_even_before_the_reconciler(store, clock: FakeClock) -> None:  # type: ignore[no-untyped-def]

@@ -21,7 +21,7 @@ from hypothesis.stateful import (
 from docfence.core.clock import FakeClock
 from docfence.core.errors import IllegalTransition, LeaseLost, StaleAttempt
 from docfence.core.policy import JobPolicy
-from docfence.core.records import ArtifactInfo, NewJob
+from docfence.core.records import ArtifactInfo, Completion, NewJob
 from docfence.core.states import ALLOWED_PAIRS, TERMINAL_STATES, JobState
 from docfence.store.audit import verify_events
 from docfence.testing.stores import postgres_store, reset, sqlite_store
@@ -87,6 +87,21 @@ class StoreMachine(RuleBasedStateMachine):
             assert current, f"stale attempt {attempt} of {job_id} was allowed to {outcome}"
         except StaleAttempt:
             assert not current, "the current attempt was refused"
+
+    @precondition(lambda self: self.leases)
+    @rule(data=st.data(), worker=st.sampled_from(WORKERS))
+    def group_commit(self, data: st.DataObject, worker: str) -> None:
+        """A batched commit mixing current and stale attempts: exactly the current ones succeed."""
+        mine = sorted({(j, a) for j, a, w in self.leases if w == worker})
+        if not mine:
+            return
+        picked = data.draw(st.lists(st.sampled_from(mine), min_size=1, max_size=4, unique=True))
+        current = {(j, a) for j, a in picked if self._expect_current(j, a, worker)}
+        done = self.store.complete_many(
+            [Completion(j, a, ArtifactInfo(f"a/{j}/{a}", "e" * 64, 2, 1)) for j, a in picked], worker)
+        assert set(done) == current, "a group commit published a stale attempt or refused a current one"
+        for job_id, attempt in current:
+            assert self.store.artifact(job_id).attempt == attempt  # type: ignore[union-attr]
 
     @rule(seconds=st.sampled_from([0.5, 2.0, 6.0, 30.0]))
     def advance(self, seconds: float) -> None:

@@ -32,6 +32,12 @@ SELECT * FROM jobs WHERE id = :id;
 -- Wake sleeping workers (delivered at commit).
 SELECT pg_notify('docfence_jobs', '');
 
+-- name: claim_plan
+-- Keep this transaction's claim on jobs_claim_idx, read in (run_after, id) order, the one plan that
+-- needs no sort. With stale statistics (a sudden backlog) the planner otherwise gathers and sorts
+-- every queued row on each claim. The PostgreSQL counterpart of SQLite's INDEXED BY.
+SET LOCAL enable_sort = off;
+
 -- name: claim_jobs
 -- Lease up to :limit due queued jobs: attempt += 1, lease from the store's clock. Skips paused modes.
 WITH picked AS (
@@ -164,8 +170,8 @@ VALUES (:chain, :chain_seq, :job_id, :attempt, :actor, :action, :from_state, :to
         :at, :details::jsonb, :prev_hash, :hash);
 
 -- name: list_audit_for_job
--- A job's audit events in order.
-SELECT * FROM audit_events WHERE job_id = :job_id ORDER BY seq;
+-- A job's audit events in order (a job's events are its own chain).
+SELECT * FROM audit_events WHERE chain = :job_id ORDER BY chain_seq;
 
 -- name: list_audit
 -- Audit events after a sequence number, in order (export and verification).
@@ -273,10 +279,48 @@ UPDATE jobs SET state = 'succeeded', lease_owner = NULL, finished_at = now()
 
 -- name: heartbeat_many
 -- Extend every listed lease (:leases is a JSON array of [job_id, attempt]) still held by :worker.
+-- Rows are found by primary key (id = ANY) whatever the statistics say, and locked in id order, as
+-- fence_commit_many does, so the two never deadlock each other.
+WITH listed AS (
+    SELECT j.id FROM jobs AS j
+     WHERE j.id = ANY (ARRAY(SELECT l->>0 FROM jsonb_array_elements(:leases::jsonb) AS l))
+       AND (j.id, j.attempt) IN (SELECT l->>0, (l->>1)::int FROM jsonb_array_elements(:leases::jsonb) AS l)
+       AND j.lease_owner = :worker  -- (state is checked below: here it would lure the planner onto
+     ORDER BY j.id                   --  jobs_rendering_idx, a scan of every leased job)
+       FOR NO KEY UPDATE OF j)
 UPDATE jobs
    SET lease_expires_at = coalesce(:now::timestamptz, now()) + make_interval(secs => lease_ttl_s),
        heartbeat_at = coalesce(:now::timestamptz, now())
- WHERE (id, attempt) IN (SELECT l->>0, (l->>1)::int FROM jsonb_array_elements(:leases::jsonb) AS l)
+  FROM listed
+ WHERE jobs.id = listed.id
    AND state = 'rendering' AND lease_owner = :worker
    AND lease_expires_at > coalesce(:now::timestamptz, now())
-RETURNING id, attempt, lease_expires_at;
+RETURNING jobs.id, jobs.attempt, jobs.lease_expires_at;
+
+-- name: fence_commit_many
+-- Fenced success of several attempts of :worker (:items is a JSON array of [job_id, attempt]). Each
+-- row is fenced on its own id, attempt, state, owner and unexpired lease: a stale item is absent
+-- from the result. Rows are found and locked as in heartbeat_many.
+WITH listed AS (
+    SELECT j.id FROM jobs AS j
+     WHERE j.id = ANY (ARRAY(SELECT l->>0 FROM jsonb_array_elements(:items::jsonb) AS l))
+       AND (j.id, j.attempt) IN (SELECT l->>0, (l->>1)::int FROM jsonb_array_elements(:items::jsonb) AS l)
+       AND j.lease_owner = :worker  -- state is checked below (see heartbeat_many)
+     ORDER BY j.id
+       FOR NO KEY UPDATE OF j)
+UPDATE jobs
+   SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
+       last_error_code = NULL, last_error_message = NULL, run_after = t.now,
+       finished_at = t.now, updated_at = t.now, audit_seq = jobs.audit_seq + 1
+  FROM listed, (SELECT coalesce(:now::timestamptz, now()) AS now) AS t
+ WHERE jobs.id = listed.id AND jobs.state = 'rendering'
+   AND jobs.lease_owner = :worker AND jobs.lease_expires_at > t.now
+RETURNING jobs.*;
+
+-- name: prev_audit_hashes
+-- The hashes of events by chain and number (:links is a JSON array of [chain, chain_seq]); NULL
+-- where there is none. A correlated subquery per link: one probe of the (chain, chain_seq) unique
+-- index each, never a scan of the whole trail, whatever the statistics say.
+SELECT l->>0 AS chain, (l->>1)::int AS chain_seq,
+       (SELECT e.hash FROM audit_events AS e WHERE e.chain = l->>0 AND e.chain_seq = (l->>1)::int) AS hash
+  FROM jsonb_array_elements(:links::jsonb) AS l;

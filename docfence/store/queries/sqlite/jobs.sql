@@ -32,6 +32,10 @@ SELECT * FROM jobs WHERE id = :id;
 -- Wake sleeping workers (PostgreSQL only; SQLite workers poll).
 SELECT 1;
 
+-- name: claim_plan
+-- Nothing to set: claim_jobs names its index with INDEXED BY (PostgreSQL disables sorting instead).
+SELECT 1;
+
 -- name: claim_jobs
 -- Lease up to :limit due queued jobs: attempt += 1, lease from the store's clock. Skips paused modes.
 UPDATE jobs
@@ -80,7 +84,7 @@ RETURNING *;
 
 -- name: select_expired_leases
 -- Rendering jobs whose lease has expired (never a valid lease), oldest first, bounded.
-SELECT id, attempt, max_attempts FROM jobs INDEXED BY jobs_lease_idx
+SELECT id, attempt, max_attempts FROM jobs INDEXED BY jobs_rendering_idx
  WHERE state = 'rendering'
    AND lease_expires_at <= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)
  ORDER BY lease_expires_at LIMIT :limit;
@@ -159,8 +163,8 @@ VALUES (:chain, :chain_seq, :job_id, :attempt, :actor, :action, :from_state, :to
         :at, :details, :prev_hash, :hash);
 
 -- name: list_audit_for_job
--- A job's audit events in order.
-SELECT * FROM audit_events WHERE job_id = :job_id ORDER BY seq;
+-- A job's audit events in order (a job's events are its own chain).
+SELECT * FROM audit_events WHERE chain = :job_id ORDER BY chain_seq;
 
 -- name: list_audit
 -- Audit events after a sequence number, in order (export and verification).
@@ -269,11 +273,37 @@ UPDATE jobs SET state = 'succeeded', lease_owner = NULL, finished_at = (julianda
  WHERE id = :id AND state = 'rendering' AND attempt = :attempt;
 
 -- name: heartbeat_many
--- Extend every listed lease (:leases is a JSON array of [job_id, attempt]) still held by :worker.
+-- Extend every listed lease (:leases is a JSON array of [job_id, attempt]) still held by :worker,
+-- each found through the primary key (see fence_commit_many).
 UPDATE jobs
    SET lease_expires_at = t.now + lease_ttl_s, heartbeat_at = t.now
-  FROM (SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now) AS t
- WHERE (id, attempt) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
-                           FROM json_each(:leases))
-   AND state = 'rendering' AND lease_owner = :worker AND lease_expires_at > t.now
-RETURNING id, attempt, lease_expires_at;
+  FROM (SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now) AS t,
+       (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS attempt
+          FROM json_each(:leases)) AS v
+ WHERE jobs.id = v.id AND jobs.attempt = v.attempt
+   AND +jobs.state = 'rendering' AND jobs.lease_owner = :worker AND jobs.lease_expires_at > t.now
+RETURNING jobs.id, jobs.attempt, jobs.lease_expires_at;
+
+-- name: fence_commit_many
+-- Fenced success of several attempts of :worker (:items is a JSON array of [job_id, attempt]). Each
+-- row is fenced on its own id, attempt, state, owner and unexpired lease: a stale item is absent
+-- from the result. Rows are found through the primary key, one lookup per item (the unary + keeps
+-- the planner off the state indexes, which would scan every rendering job).
+UPDATE jobs
+   SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
+       last_error_code = NULL, last_error_message = NULL, run_after = t.now,
+       finished_at = t.now, updated_at = t.now, audit_seq = audit_seq + 1
+  FROM (SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now) AS t,
+       (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS attempt
+          FROM json_each(:items)) AS v
+ WHERE jobs.id = v.id AND jobs.attempt = v.attempt
+   AND +jobs.state = 'rendering' AND jobs.lease_owner = :worker AND jobs.lease_expires_at > t.now
+RETURNING *;
+
+-- name: prev_audit_hashes
+-- The hashes of events by chain and number (:links is a JSON array of [chain, chain_seq]); NULL
+-- where there is none. One probe of the (chain, chain_seq) unique index per link.
+SELECT json_extract(l.value, '$[0]') AS chain, json_extract(l.value, '$[1]') AS chain_seq,
+       (SELECT e.hash FROM audit_events AS e
+         WHERE e.chain = json_extract(l.value, '$[0]') AND e.chain_seq = json_extract(l.value, '$[1]')) AS hash
+  FROM json_each(:links) AS l;
