@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -13,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from docfence.core.clock import monotonic
-from docfence.core.errors import StaleAttempt, StoreUnavailable
+from docfence.core.errors import StoreUnavailable
 from docfence.core.policy import JobPolicy
-from docfence.core.records import ArtifactInfo, NewJob
+from docfence.core.records import ArtifactInfo, Completion, NewJob
 from docfence.store import open_store
 
 NOOP_SHA = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -41,6 +42,7 @@ def drain_worker(url: str, worker: str, batch: int, start: Any, log_path: str | 
             continue
         idle_since = None
         held = store.heartbeat_many([(c.job.id, c.attempt) for c in claims], worker)
+        done = []
         for c in claims:
             if log:
                 log.write(f"{c.job.id} {c.attempt} {worker}\n")
@@ -48,10 +50,13 @@ def drain_worker(url: str, worker: str, batch: int, start: Any, log_path: str | 
                 continue  # lease lost: discard
             if work_s:
                 time.sleep(work_s)
+            done.append(Completion(c.job.id, c.attempt, ArtifactInfo(f"noop/{c.job.id}", NOOP_SHA, 0, 0)))
+        while True:  # group commit; an attempt missing from the answer was stale and is discarded
             try:
-                store.complete(c.job.id, c.attempt, worker, ArtifactInfo(f"noop/{c.job.id}", NOOP_SHA, 0, 0))
-            except StaleAttempt:
-                continue
+                store.complete_many(done, worker)
+                break
+            except StoreUnavailable:
+                continue  # busy or dropped: nothing was committed; try again while the leases hold
     if log:
         log.close()
     store.close()
@@ -85,7 +90,12 @@ def run_processes(target: Callable[..., None], args_for: Callable[[int, Any], tu
     procs = [ctx.Process(target=target, args=args_for(i, start)) for i in range(workers)]
     for p in procs:
         p.start()
-    start.wait()
+    try:
+        start.wait(timeout=120)  # a worker that died while starting must not hang the benchmark
+    except threading.BrokenBarrierError:
+        for p in procs:
+            p.kill()
+        raise RuntimeError("a bench worker did not start; see its error above") from None
     t0 = monotonic()
     for p in procs:
         p.join()
