@@ -1,28 +1,75 @@
-"""The claim stays on its partial index when finished jobs pile up and the planner has statistics
-(SQLite's planner could otherwise abandon a partial index after ANALYZE and scan every claim)."""
+"""The queue's hot statements stay on their indexes as finished jobs pile up, whether the planner has
+fresh statistics or none (a sudden backlog): the claim reads jobs_claim_idx in order and updates the
+picked rows by key; batched heartbeats, group commits and previous-hash lookups probe keys."""
 
 from __future__ import annotations
+
+import json
+
+import pytest
 
 from docfence.core.policy import JobPolicy
 from docfence.core.records import NewJob
 
 
-def test_claim_uses_the_partial_index_after_analyze_on_a_backlog(store) -> None:  # type: ignore[no-untyped-def]
-    store.bench_fill_finished(20_000)
-    for _ in range(50):
-        store.submit(NewJob(tenant="t", policy=JobPolicy()))
+def _plan(store, name: str, params: dict, *, claim_tx: bool = False) -> list[str]:  # type: ignore[no-untyped-def]
     conn = store._conn()
     if store.dialect == "sqlite":
-        conn.execute("ANALYZE")
-        sql = store.queries["claim_jobs"]
-        details = [str(r[3]) for r in conn.execute(
-            "EXPLAIN QUERY PLAN " + sql, {"worker": "w", "limit": 10, "now": None})]
-        assert any("USING INDEX jobs_claim_idx" in d for d in details), details
-        assert not any(d.startswith(("SCAN jobs", "SCAN q")) for d in details), details  # no table scan
+        return [str(r[3]) for r in conn.execute("EXPLAIN QUERY PLAN " + store.queries[name], params)]
+    lines: list[str] = []
+    with pytest.raises(_Rollback), conn.transaction():  # the plan of the real transaction, undone
+        if claim_tx:
+            conn.execute(store.queries["claim_plan"])
+        rows = conn.execute("EXPLAIN " + store.queries[name], params)
+        lines = [str(next(iter(r.values()))) for r in rows]
+        raise _Rollback
+    return lines
+
+
+class _Rollback(Exception):
+    pass
+
+
+def _fill(store, *, analyze: bool) -> None:  # type: ignore[no-untyped-def]
+    store.bench_fill_finished(20_000)
+    for _ in range(300):
+        store.submit(NewJob(tenant="t", policy=JobPolicy()))
+    if analyze:
+        store._conn().execute("ANALYZE" if store.dialect == "sqlite" else "ANALYZE jobs")
+
+
+@pytest.mark.parametrize("analyze", [True, False], ids=["analyzed", "no-statistics"])
+def test_claim_reads_its_partial_index_in_order_and_updates_by_key(store, analyze: bool) -> None:  # type: ignore[no-untyped-def]
+    _fill(store, analyze=analyze)
+    plan = _plan(store, "claim_jobs", {"worker": "w", "limit": 10, "now": None}, claim_tx=True)
+    text = "\n".join(plan)
+    if store.dialect == "sqlite":
+        assert any("USING INDEX jobs_claim_idx" in d for d in plan), plan
+        assert any("USING INDEX sqlite_autoindex_jobs_1 (id=?)" in d for d in plan), plan  # by key
+        assert not any(d.startswith(("SCAN jobs", "SCAN q")) for d in plan), plan  # no table scan
+        assert "jobs_state_created_idx" not in text and "TEMP B-TREE" not in text, plan
     else:
-        conn.execute("ANALYZE jobs")
-        params = {"worker": "w", "limit": 10, "now": None}
-        rows = conn.execute("EXPLAIN " + store.queries["claim_jobs"], params)
-        plan = "\n".join(str(next(iter(r.values()))) for r in rows)
-        assert "jobs_claim_idx" in plan and "Seq Scan on jobs" not in plan, plan
+        assert "Index Scan using jobs_claim_idx" in text, text
+        assert "Sort" not in text and "Seq Scan on jobs" not in text, text  # no gather-and-sort
     assert len(store.claim("w", limit=10)) == 10
+
+
+def test_batched_statements_probe_keys(store) -> None:  # type: ignore[no-untyped-def]
+    _fill(store, analyze=False)
+    claims = store.claim("w", limit=10)
+    items = json.dumps([[c.job.id, c.attempt] for c in claims])
+    for name, params in [
+        ("heartbeat_many", {"leases": items, "worker": "w", "now": None}),
+        ("fence_commit_many", {"items": items, "worker": "w", "now": None}),
+        ("prev_audit_hashes", {"links": json.dumps([[c.job.id, 1] for c in claims])}),
+    ]:
+        text = "\n".join(_plan(store, name, params))
+        if store.dialect == "sqlite":
+            assert "(id=?)" in text or "(chain=? AND chain_seq=?)" in text, (name, text)
+            assert "SCAN jobs" not in text and "SCAN e" not in text, (name, text)
+            assert "jobs_state_created_idx" not in text, (name, text)
+        else:
+            assert "jobs_pkey" in text or "audit_events_chain_chain_seq_key" in text, (name, text)
+            assert "Seq Scan on jobs" not in text and "Seq Scan on audit_events" not in text, (name, text)
+            assert "jobs_rendering_idx" not in text and "jobs_state_created_idx" not in text, (name, text)
+    assert len(store.complete_many([], "w")) == 0

@@ -279,33 +279,34 @@ UPDATE jobs SET state = 'succeeded', lease_owner = NULL, finished_at = now()
 
 -- name: heartbeat_many
 -- Extend every listed lease (:leases is a JSON array of [job_id, attempt]) still held by :worker.
--- Rows are found by primary key (id = ANY) whatever the statistics say, and locked in id order, as
--- fence_commit_many does, so the two never deadlock each other.
+-- Rows are found by primary key (id = ANY) and locked in id order, as fence_commit_many does, so the
+-- two never deadlock each other. State and expiry are tested on the locked values (`listed`), never
+-- on `jobs` directly, where they would lure the planner onto a state index and a scan of every
+-- leased job.
 WITH listed AS (
-    SELECT j.id FROM jobs AS j
+    SELECT j.id, j.state, j.lease_expires_at FROM jobs AS j
      WHERE j.id = ANY (ARRAY(SELECT l->>0 FROM jsonb_array_elements(:leases::jsonb) AS l))
        AND (j.id, j.attempt) IN (SELECT l->>0, (l->>1)::int FROM jsonb_array_elements(:leases::jsonb) AS l)
-       AND j.lease_owner = :worker  -- (state is checked below: here it would lure the planner onto
-     ORDER BY j.id                   --  jobs_rendering_idx, a scan of every leased job)
+       AND j.lease_owner = :worker
+     ORDER BY j.id
        FOR NO KEY UPDATE OF j)
 UPDATE jobs
    SET lease_expires_at = coalesce(:now::timestamptz, now()) + make_interval(secs => lease_ttl_s),
        heartbeat_at = coalesce(:now::timestamptz, now())
   FROM listed
- WHERE jobs.id = listed.id
-   AND state = 'rendering' AND lease_owner = :worker
-   AND lease_expires_at > coalesce(:now::timestamptz, now())
+ WHERE jobs.id = listed.id AND listed.state = 'rendering'
+   AND listed.lease_expires_at > coalesce(:now::timestamptz, now())
 RETURNING jobs.id, jobs.attempt, jobs.lease_expires_at;
 
 -- name: fence_commit_many
 -- Fenced success of several attempts of :worker (:items is a JSON array of [job_id, attempt]). Each
--- row is fenced on its own id, attempt, state, owner and unexpired lease: a stale item is absent
--- from the result. Rows are found and locked as in heartbeat_many.
+-- row is fenced on its own id, attempt, owner, state and unexpired lease: a stale item is absent
+-- from the result. Rows are found, locked and tested as in heartbeat_many.
 WITH listed AS (
-    SELECT j.id FROM jobs AS j
+    SELECT j.id, j.state, j.lease_expires_at FROM jobs AS j
      WHERE j.id = ANY (ARRAY(SELECT l->>0 FROM jsonb_array_elements(:items::jsonb) AS l))
        AND (j.id, j.attempt) IN (SELECT l->>0, (l->>1)::int FROM jsonb_array_elements(:items::jsonb) AS l)
-       AND j.lease_owner = :worker  -- state is checked below (see heartbeat_many)
+       AND j.lease_owner = :worker
      ORDER BY j.id
        FOR NO KEY UPDATE OF j)
 UPDATE jobs
@@ -313,8 +314,7 @@ UPDATE jobs
        last_error_code = NULL, last_error_message = NULL, run_after = t.now,
        finished_at = t.now, updated_at = t.now, audit_seq = jobs.audit_seq + 1
   FROM listed, (SELECT coalesce(:now::timestamptz, now()) AS now) AS t
- WHERE jobs.id = listed.id AND jobs.state = 'rendering'
-   AND jobs.lease_owner = :worker AND jobs.lease_expires_at > t.now
+ WHERE jobs.id = listed.id AND listed.state = 'rendering' AND listed.lease_expires_at > t.now
 RETURNING jobs.*;
 
 -- name: prev_audit_hashes

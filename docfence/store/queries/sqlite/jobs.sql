@@ -53,7 +53,7 @@ UPDATE jobs
            AND (q.kind <> 'report' OR coalesce(json_extract(q.policy, '$.report.processor'), 'local') = 'local')
          ORDER BY q.run_after, q.id
          LIMIT :limit)
-   AND jobs.state = 'queued'
+   AND +jobs.state = 'queued'  -- unary +: look each picked id up by key, not every queued row by state
 RETURNING *;
 
 -- name: insert_attempt

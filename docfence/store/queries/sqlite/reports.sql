@@ -99,7 +99,7 @@ UPDATE jobs
            AND NOT EXISTS (SELECT 1 FROM claim_pauses p WHERE p.scope IN ('all', q.mode))
          ORDER BY q.run_after, q.id
          LIMIT :limit)
-   AND jobs.state = 'queued'
+   AND +jobs.state = 'queued'  -- unary +: look each picked id up by key, not every queued row by state
 RETURNING *;
 
 -- name: upsert_provider_observation
