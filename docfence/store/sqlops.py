@@ -96,6 +96,7 @@ class OperationsQueries(SqlBase):
     def bench_raw_cycle(self, worker: str) -> bool:
         """Benchmarks only: one bare claim and one bare fenced commit; False when nothing was queued."""
         with self._tx() as tx:
+            tx.send("claim_plan")  # the raw loop gets the same pinned plan as the real claim
             row = tx.one("bench_raw_claim", worker=worker)
         if row is None:
             return False

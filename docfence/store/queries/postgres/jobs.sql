@@ -41,7 +41,7 @@ SET LOCAL enable_sort = off;
 -- name: claim_jobs
 -- Lease up to :limit due queued jobs: attempt += 1, lease from the store's clock. Skips paused modes.
 WITH picked AS (
-    SELECT q.id FROM jobs AS q
+    SELECT q.id, q.state FROM jobs AS q
      WHERE q.state = 'queued'
        AND q.run_after <= coalesce(:now::timestamptz, now())
        AND q.deadline_at > coalesce(:now::timestamptz, now())
@@ -57,7 +57,8 @@ UPDATE jobs
        heartbeat_at = coalesce(:now::timestamptz, now()), claimed_at = coalesce(:now::timestamptz, now()),
        updated_at = coalesce(:now::timestamptz, now()), audit_seq = jobs.audit_seq + 1
   FROM picked
- WHERE jobs.id = picked.id AND jobs.state = 'queued'
+ WHERE jobs.id = picked.id AND picked.state = 'queued'  -- the locked row's state: a test on jobs.state
+                                                         -- would lure the planner onto a state index
 RETURNING jobs.*;
 
 -- name: insert_attempt

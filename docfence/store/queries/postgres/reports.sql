@@ -86,7 +86,7 @@ RETURNING *;
 -- name: claim_provider_jobs
 -- claim_jobs for report jobs whose processor is one of :processors (JSON array): same fenced claim.
 WITH picked AS (
-    SELECT q.id FROM jobs AS q
+    SELECT q.id, q.state FROM jobs AS q
      WHERE q.state = 'queued' AND q.kind = 'report'
        AND q.run_after <= coalesce(:now::timestamptz, now())
        AND q.deadline_at > coalesce(:now::timestamptz, now())
@@ -101,7 +101,8 @@ UPDATE jobs
        heartbeat_at = coalesce(:now::timestamptz, now()), claimed_at = coalesce(:now::timestamptz, now()),
        updated_at = coalesce(:now::timestamptz, now()), audit_seq = jobs.audit_seq + 1
   FROM picked
- WHERE jobs.id = picked.id AND jobs.state = 'queued'
+ WHERE jobs.id = picked.id AND picked.state = 'queued'  -- the locked row's state: a test on jobs.state
+                                                         -- would lure the planner onto a state index
 RETURNING jobs.*;
 
 -- name: upsert_provider_observation
