@@ -19,15 +19,18 @@ from docfence.config import Settings
 from docfence.core.clock import monotonic
 from docfence.core.errors import BlobError, DocfenceError, StaleAttempt, StoreError, StoreUnavailable
 from docfence.core.ids import new_id
-from docfence.core.records import ArtifactInfo, Claim
+from docfence.core.records import ArtifactInfo, Claim, Job
 from docfence.layout import staging_key
 from docfence.observability import metrics
 from docfence.store.base import Store
 from docfence.worker import child
+from docfence.worker.committer import Committer, StagedResult
 from docfence.worker.faults import fault_point
 from docfence.worker.leases import Lease, LeaseKeeper
 
 log = logging.getLogger("docfence.worker")
+
+GROUP_COMMIT_MAX = 100  # staged results committed in one transaction at most
 
 
 @dataclass
@@ -49,10 +52,14 @@ class Worker:
         self.counters = Counters()
         self._stop_seen: float | None = None  # when shutdown began (the grace period counts from it)
         self._scratch = Path(tempfile.mkdtemp(prefix="docfence-worker-"))
+        self._counts_lock = threading.Lock()  # the committer thread counts outcomes too
+        self.committer = Committer(store, self.id, max_batch=GROUP_COMMIT_MAX,
+                                   on_committed=self._committed, on_stale=self._stale)
 
     def run(self, *, until_idle: bool = False, max_jobs: int | None = None) -> Counters:
         """Claim and process jobs until `stopping` is set (SIGTERM), the queue is idle, or max_jobs."""
         self.leases.start()
+        self.committer.start()
         try:
             while not self.stopping.is_set():
                 claims = self._claim()
@@ -66,6 +73,7 @@ class Worker:
                 if max_jobs is not None and self.counters.claimed >= max_jobs:
                     break
         finally:
+            self.committer.close()  # commit what is staged while its leases still hold
             self.leases.stop()
         return self.counters
 
@@ -76,7 +84,7 @@ class Worker:
             log.warning("claim failed: %s", exc.code)
             self.stopping.wait(self.cfg.poll_interval_s)
             return []
-        self.counters.claimed += len(claims)
+        self._count("claimed", len(claims))
         for claim in claims:
             metrics.record_claimed(claim.job.mode)
         return claims
@@ -93,19 +101,23 @@ class Worker:
 
     def _process_or_release(self, claim: Claim) -> None:
         lease = self.leases.hold(claim.job.id, claim.attempt, claim.job.policy.lease_ttl_s)
+        handed_over = False  # to the committer, which drops the lease once the outcome is known
         try:
             if self.stopping.is_set():  # shutting down before we started: hand it back at once
                 self._release(claim)
                 return
             fault_point("after_claim")
-            self.process(claim, lease)
+            handed_over = self.process(claim, lease)
         except StoreError as exc:  # the lease lapses and the reconciler requeues the job
             log.warning("store error while processing: %s", exc.code,
                         extra={"job_id": claim.job.id, "attempt": claim.attempt})
         finally:
-            self.leases.drop(lease)
+            if not handed_over:
+                self.leases.drop(lease)
 
-    def process(self, claim: Claim, lease: Lease) -> None:
+    def process(self, claim: Claim, lease: Lease) -> bool:
+        """Render, validate and stage one claim. True when a staged result went to the committer;
+        every other outcome (failure recorded, stale, lease lost) is settled here."""
         job, attempt = claim.job, claim.attempt
         ctx = {"job_id": job.id, "attempt": attempt}
         log.info("rendering", extra=ctx)
@@ -118,16 +130,16 @@ class Worker:
             (workdir / "input.pdf").write_bytes(store.get(job.input_key, expected_sha256=job.input_sha256))
             outcome = self._render(claim, lease, workdir)
             if outcome is None:
-                return  # lease lost or shutdown: nothing recorded as success
+                return False  # lease lost or shutdown: nothing recorded as success
             if not outcome.ok:
                 if outcome.error_code == "validation_failed":
                     metrics.record_validation_report(outcome.validation, job.mode)
                 self._fail(claim, outcome.error_code or "render_error", outcome.error_message or "",
                            outcome.retryable)
-                return
-            self._stage_and_commit(claim, lease, workdir / "output.pdf", outcome)
+                return False
+            return self._stage(claim, lease, workdir / "output.pdf", outcome)
         except StaleAttempt:
-            self.counters.discarded += 1
+            self._count("discarded")
             metrics.record_discarded("stale_commit")
             log.warning("stale attempt; output discarded", extra=ctx)
         except BlobError as exc:
@@ -136,6 +148,7 @@ class Worker:
             for path in workdir.iterdir():
                 path.unlink()
             workdir.rmdir()
+        return False
 
     def _render(self, claim: Claim, lease: Lease, workdir: Path) -> child.RenderOutcome | None:
         limits = claim.job.policy.limits
@@ -154,7 +167,7 @@ class Worker:
                 proc.kill()
                 proc.join()
                 if lease.lost.is_set():
-                    self.counters.discarded += 1
+                    self._count("discarded")
                     metrics.record_discarded("lease_lost")
                     log.warning("lease lost; render killed and discarded",
                                 extra={"job_id": claim.job.id, "attempt": claim.attempt})
@@ -181,14 +194,13 @@ class Worker:
             self._stop_seen = monotonic()
         return monotonic() - self._stop_seen > self.cfg.shutdown_grace_s
 
-    def _stage_and_commit(
-        self, claim: Claim, lease: Lease, output: Path, outcome: child.RenderOutcome
-    ) -> None:
+    def _stage(self, claim: Claim, lease: Lease, output: Path, outcome: child.RenderOutcome) -> bool:
+        """Upload the output to its attempt-specific staging key and hand it to the committer."""
         job, attempt = claim.job, claim.attempt
         size = output.stat().st_size
         if size > job.policy.limits.max_output_bytes:
             self._fail(claim, "render_resource_exceeded", "the output exceeds its size limit", False)
-            return
+            return False
         store = self.regions.for_region(job.region)
         key = staging_key(job.tenant, job.id, attempt)
         fault_point("storage_write", error=lambda: BlobError("injected storage write failure"))
@@ -197,28 +209,37 @@ class Worker:
         fault_point("after_staging_upload")
         if lease.lost.is_set():
             raise StaleAttempt("lease lost before commit")
-        fault_point("before_commit")
         artifact = ArtifactInfo(key, info.sha256, info.bytes, outcome.pages, outcome.validation or {})
-        try:
-            self._commit(claim, artifact, lease)
-        except StaleAttempt:
-            if not self._committed_as(claim, key):
-                store.delete(key)  # ours, attempt-specific, never committed: discard it
-                raise
-        self.counters.succeeded += 1
-        log.info("committed", extra={"job_id": job.id, "attempt": attempt})
+        self.committer.submit(StagedResult(claim, artifact, lease, store))
+        return True
 
-    def _commit(self, claim: Claim, artifact: ArtifactInfo, lease: Lease) -> None:
-        """The fenced commit, retried while the store is unreachable and our lease may still hold.
-        A retry after a lost answer sees StaleAttempt; the caller then checks what was committed."""
-        while True:
-            try:
-                metrics.record_terminal(self.store.complete(claim.job.id, claim.attempt, self.id, artifact))
+    def _committed(self, result: StagedResult, job: Job | None) -> None:
+        if job is not None:
+            metrics.record_terminal(job)
+        self._count("succeeded")
+        log.info("committed", extra={"job_id": result.claim.job.id, "attempt": result.claim.attempt})
+        self.leases.drop(result.lease)
+
+    def _stale(self, result: StagedResult) -> None:
+        """Refused by the fence (or never sent): discard the staged object unless our own commit
+        went through with its answer lost."""
+        claim = result.claim
+        ctx = {"job_id": claim.job.id, "attempt": claim.attempt}
+        try:
+            if self._committed_as(claim, result.artifact.key):
+                self._committed(result, None)
                 return
-            except StoreUnavailable:
-                if lease.lost.is_set() or monotonic() - lease.confirmed_at > lease.ttl_s:
-                    raise StaleAttempt("the store stayed unreachable for a whole lease") from None
-                self.stopping.wait(0.2)
+            result.blobs.delete(result.artifact.key)  # ours, attempt-specific, never committed
+        except BlobError as exc:  # the reconciler's staging sweep removes it later
+            log.warning("could not delete a stale staged object: %s", exc.code, extra=ctx)
+        self._count("discarded")
+        metrics.record_discarded("stale_commit")
+        log.warning("stale attempt; output discarded", extra=ctx)
+        self.leases.drop(result.lease)
+
+    def _count(self, name: str, n: int = 1) -> None:
+        with self._counts_lock:
+            setattr(self.counters, name, getattr(self.counters, name) + n)
 
     def _committed_as(self, claim: Claim, key: str) -> bool:
         """Whether our own commit went through although its answer was lost."""
@@ -234,14 +255,14 @@ class Worker:
         try:
             job = self.store.fail(claim.job.id, claim.attempt, self.id, code, message, retryable=retryable)
         except StaleAttempt:
-            self.counters.discarded += 1
+            self._count("discarded")
             metrics.record_discarded("stale_fail")
             return
         metrics.record_terminal(job)
         if job.state.terminal:
-            self.counters.failed += 1
+            self._count("failed")
         else:
-            self.counters.retried += 1
+            self._count("retried")
         log.info("attempt failed: %s", code, extra={"job_id": claim.job.id, "attempt": claim.attempt})
 
     def _release(self, claim: Claim) -> None:

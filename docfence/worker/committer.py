@@ -1,0 +1,112 @@
+"""Group commit for one worker: one thread owns the fenced commits of staged results.
+
+Results staged while a commit is in flight wait and are committed together in one transaction
+(`Store.complete_many`), each still fenced on its own row. When renders are slower than commits, as
+they usually are, every result is committed alone as soon as it is staged. A lease stays held until
+its result's outcome is known; a stale result's staged object is deleted and nothing is published.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from docfence.blobs.base import BlobStore
+from docfence.core.clock import monotonic
+from docfence.core.errors import StoreError, StoreUnavailable
+from docfence.core.records import ArtifactInfo, Claim, Completion, Job
+from docfence.store.base import Store
+from docfence.worker.faults import fault_point
+from docfence.worker.leases import Lease
+
+log = logging.getLogger("docfence.worker")
+
+
+@dataclass(frozen=True)
+class StagedResult:
+    """A validated render uploaded to its attempt-specific staging key, waiting for its commit."""
+
+    claim: Claim
+    artifact: ArtifactInfo
+    lease: Lease
+    blobs: BlobStore
+
+
+class Committer:
+    """`submit` hands a result over; `on_committed(result, job)` or `on_stale(result)` is called for
+    each, from the committer thread. `close` commits what is waiting, then stops the thread."""
+
+    def __init__(self, store: Store, worker: str, *, max_batch: int,
+                 on_committed: Callable[[StagedResult, Job | None], None],
+                 on_stale: Callable[[StagedResult], None]) -> None:
+        self.store, self.worker, self.max_batch = store, worker, max_batch
+        self.on_committed, self.on_stale = on_committed, on_stale
+        self._waiting: list[StagedResult] = []
+        self._cond = threading.Condition()
+        self._closing = False
+        self._thread = threading.Thread(target=self._loop, name="committer", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def submit(self, result: StagedResult) -> None:
+        with self._cond:
+            self._waiting.append(result)
+            self._cond.notify()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closing = True
+            self._cond.notify()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._waiting and not self._closing:
+                    self._cond.wait()
+                if not self._waiting:
+                    return  # closing and nothing left
+                batch, self._waiting = self._waiting[: self.max_batch], self._waiting[self.max_batch:]
+            try:
+                self.commit(batch)
+            except Exception:  # never lose the thread: the leases lapse and the jobs are rescued
+                log.exception("group commit failed", extra={"worker": self.worker})
+
+    def commit(self, batch: list[StagedResult]) -> None:
+        """Commit `batch` in one transaction, retried while the store is unreachable and each
+        lease may still hold. A retry after a lost answer finds the job no longer rendering; the
+        stale path then checks whether our own commit went through."""
+        fault_point("before_commit")
+        pending = list(batch)
+        while pending:
+            try:
+                done = self.store.complete_many(
+                    [Completion(r.claim.job.id, r.claim.attempt, r.artifact) for r in pending], self.worker)
+            except StoreUnavailable:
+                expired = [r for r in pending if _maybe_expired(r.lease)]
+                for result in expired:
+                    self.on_stale(result)
+                pending = [r for r in pending if r not in expired]
+                if pending:
+                    threading.Event().wait(0.2)
+                continue
+            except StoreError as exc:  # not retryable here: the leases lapse and the jobs are rescued
+                log.warning("commit failed: %s", exc.code, extra={"worker": self.worker})
+                for result in pending:
+                    self.on_stale(result)
+                return
+            for result in pending:
+                job = done.get((result.claim.job.id, result.claim.attempt))
+                if job is not None:
+                    self.on_committed(result, job)
+                else:
+                    self.on_stale(result)
+            return
+
+
+def _maybe_expired(lease: Lease) -> bool:
+    return lease.lost.is_set() or monotonic() - lease.confirmed_at > lease.ttl_s
