@@ -135,10 +135,12 @@ class SqlBase:
 
     def _append_job_events(self, tx: Tx, events: Sequence[tuple[Row, dict[str, Any]]]) -> None:
         """Append one event to each job's chain (rows just updated: the row lock serialises each chain).
-        The previous hashes are read in one query and the events written as one batch."""
+        The previous hashes come with the rows or from one query; the events are written as one batch."""
         if not events:
             return
-        links = [(row["id"], row["audit_seq"] - 1) for row, _ in events if row["audit_seq"] > 1]
+        # Transitions that return `prev_hash` read it in their own statement; others are looked up.
+        links = [(row["id"], row["audit_seq"] - 1) for row, _ in events
+                 if row["audit_seq"] > 1 and "prev_hash" not in row]
         prev: dict[tuple[str, int], str] = {}
         if links:
             for r in tx.all("prev_audit_hashes", links=json.dumps(links)):
@@ -147,7 +149,7 @@ class SqlBase:
         batch = []
         for row, fields in events:
             chain, seq = row["id"], row["audit_seq"]
-            prev_hash = prev.get((chain, seq - 1), "")
+            prev_hash = (row["prev_hash"] or "") if "prev_hash" in row else prev.get((chain, seq - 1), "")
             batch.append(self._event_params(chain, seq, prev_hash, fields))
         tx.send_many("insert_audit", batch)
 

@@ -59,7 +59,9 @@ UPDATE jobs
   FROM picked
  WHERE jobs.id = picked.id AND picked.state = 'queued'  -- the locked row's state: a test on jobs.state
                                                          -- would lure the planner onto a state index
-RETURNING jobs.*;
+RETURNING jobs.*,
+          -- the previous event of the job's chain, for the event this transition appends
+          (SELECT e.hash FROM audit_events AS e WHERE e.chain = jobs.id AND e.chain_seq = jobs.audit_seq - 1) AS prev_hash;
 
 -- name: insert_attempt
 -- One row per attempt; never overwritten.
@@ -316,7 +318,9 @@ UPDATE jobs
        finished_at = t.now, updated_at = t.now, audit_seq = jobs.audit_seq + 1
   FROM listed, (SELECT coalesce(:now::timestamptz, now()) AS now) AS t
  WHERE jobs.id = listed.id AND listed.state = 'rendering' AND listed.lease_expires_at > t.now
-RETURNING jobs.*;
+RETURNING jobs.*,
+          -- the previous event of the job's chain, for the event this transition appends
+          (SELECT e.hash FROM audit_events AS e WHERE e.chain = jobs.id AND e.chain_seq = jobs.audit_seq - 1) AS prev_hash;
 
 -- name: prev_audit_hashes
 -- The hashes of events by chain and number (:links is a JSON array of [chain, chain_seq]); NULL

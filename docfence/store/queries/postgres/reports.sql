@@ -103,7 +103,9 @@ UPDATE jobs
   FROM picked
  WHERE jobs.id = picked.id AND picked.state = 'queued'  -- the locked row's state: a test on jobs.state
                                                          -- would lure the planner onto a state index
-RETURNING jobs.*;
+RETURNING jobs.*,
+          -- the previous event of the job's chain, for the event this transition appends
+          (SELECT e.hash FROM audit_events AS e WHERE e.chain = jobs.id AND e.chain_seq = jobs.audit_seq - 1) AS prev_hash;
 
 -- name: upsert_provider_observation
 -- Persist one poll pass (fenced: only the current attempt's lease holder writes); zero rows = stale.

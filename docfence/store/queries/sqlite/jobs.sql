@@ -54,7 +54,9 @@ UPDATE jobs
          ORDER BY q.run_after, q.id
          LIMIT :limit)
    AND +jobs.state = 'queued'  -- unary +: look each picked id up by key, not every queued row by state
-RETURNING *;
+RETURNING *,
+          -- the previous event of the job's chain, for the event this transition appends
+          (SELECT e.hash FROM audit_events AS e WHERE e.chain = jobs.id AND e.chain_seq = jobs.audit_seq - 1) AS prev_hash;
 
 -- name: insert_attempt
 -- One row per attempt; never overwritten.
@@ -298,7 +300,9 @@ UPDATE jobs
           FROM json_each(:items)) AS v
  WHERE jobs.id = v.id AND jobs.attempt = v.attempt
    AND +jobs.state = 'rendering' AND jobs.lease_owner = :worker AND jobs.lease_expires_at > t.now
-RETURNING *;
+RETURNING *,
+          -- the previous event of the job's chain, for the event this transition appends
+          (SELECT e.hash FROM audit_events AS e WHERE e.chain = jobs.id AND e.chain_seq = jobs.audit_seq - 1) AS prev_hash;
 
 -- name: prev_audit_hashes
 -- The hashes of events by chain and number (:links is a JSON array of [chain, chain_seq]); NULL

@@ -100,7 +100,9 @@ UPDATE jobs
          ORDER BY q.run_after, q.id
          LIMIT :limit)
    AND +jobs.state = 'queued'  -- unary +: look each picked id up by key, not every queued row by state
-RETURNING *;
+RETURNING *,
+          -- the previous event of the job's chain, for the event this transition appends
+          (SELECT e.hash FROM audit_events AS e WHERE e.chain = jobs.id AND e.chain_seq = jobs.audit_seq - 1) AS prev_hash;
 
 -- name: upsert_provider_observation
 -- Persist one poll pass (fenced: only the current attempt's lease holder writes); zero rows = stale.
