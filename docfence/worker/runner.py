@@ -214,11 +214,13 @@ class Worker:
         return True
 
     def _committed(self, result: StagedResult, job: Job | None) -> None:
-        if job is not None:
-            metrics.record_terminal(job)
-        self._count("succeeded")
-        log.info("committed", extra={"job_id": result.claim.job.id, "attempt": result.claim.attempt})
-        self.leases.drop(result.lease)
+        try:
+            if job is not None:
+                metrics.record_terminal(job)
+            self._count("succeeded")
+            log.info("committed", extra={"job_id": result.claim.job.id, "attempt": result.claim.attempt})
+        finally:
+            self.leases.drop(result.lease)
 
     def _stale(self, result: StagedResult) -> None:
         """Refused by the fence (or never sent): discard the staged object unless our own commit
@@ -226,16 +228,21 @@ class Worker:
         claim = result.claim
         ctx = {"job_id": claim.job.id, "attempt": claim.attempt}
         try:
-            if self._committed_as(claim, result.artifact.key):
-                self._committed(result, None)
-                return
+            ours = self._committed_as(claim, result.artifact.key)
+        except StoreError:
+            ours = True  # cannot tell: keep the object; the reconciler removes it if it is an orphan
+        if ours:
+            self._committed(result, None)
+            return
+        try:
             result.blobs.delete(result.artifact.key)  # ours, attempt-specific, never committed
         except BlobError as exc:  # the reconciler's staging sweep removes it later
             log.warning("could not delete a stale staged object: %s", exc.code, extra=ctx)
+        finally:
+            self.leases.drop(result.lease)
         self._count("discarded")
         metrics.record_discarded("stale_commit")
         log.warning("stale attempt; output discarded", extra=ctx)
-        self.leases.drop(result.lease)
 
     def _count(self, name: str, n: int = 1) -> None:
         with self._counts_lock:
