@@ -135,7 +135,7 @@ def record_reconcile(requeued: int, failed: int) -> None:
 
 
 def record_discarded(reason: str) -> None:
-    """`reason`: lease_lost, stale_commit, stale_fail."""
+    """`reason`: lease_lost, stale_commit, stale_fail, commit_unknown (store unreachable at commit)."""
     DISCARDED.labels(_label(reason)).inc()
 
 

@@ -138,9 +138,12 @@ class SqlBase:
         The previous hashes come with the rows or from one query; the events are written as one batch."""
         if not events:
             return
-        # Transitions that return `prev_hash` read it in their own statement; others are looked up.
+        # Transitions that return `prev_hash` read it in their own statement. On PostgreSQL that
+        # statement's snapshot can predate an event committed just before it locked the row (the
+        # row's newest version is locked, the event is not visible): NULL then, and the hash is
+        # looked up again by a later statement, which sees it.
         links = [(row["id"], row["audit_seq"] - 1) for row, _ in events
-                 if row["audit_seq"] > 1 and "prev_hash" not in row]
+                 if row["audit_seq"] > 1 and row.get("prev_hash") is None]
         prev: dict[tuple[str, int], str] = {}
         if links:
             for r in tx.all("prev_audit_hashes", links=json.dumps(links)):
@@ -149,7 +152,7 @@ class SqlBase:
         batch = []
         for row, fields in events:
             chain, seq = row["id"], row["audit_seq"]
-            prev_hash = (row["prev_hash"] or "") if "prev_hash" in row else prev.get((chain, seq - 1), "")
+            prev_hash = row.get("prev_hash") or prev.get((chain, seq - 1), "")
             batch.append(self._event_params(chain, seq, prev_hash, fields))
         tx.send_many("insert_audit", batch)
 

@@ -12,6 +12,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from docfence.blobs.base import BlobStore
 from docfence.core.clock import monotonic
@@ -35,12 +36,14 @@ class StagedResult:
 
 
 class Committer:
-    """`submit` hands a result over; `on_committed(result, job)` or `on_stale(result)` is called for
-    each, from the committer thread. `close` commits what is waiting, then stops the thread."""
+    """`submit` hands a result over; exactly one callback settles each, from the committer thread:
+    `on_committed(result, job)`, or `on_stale(result, known)` where `known` is False when the store
+    could not be reached to tell (the staged object must then be kept for the reconciler).
+    `close` commits what is waiting, then stops the thread."""
 
     def __init__(self, store: Store, worker: str, *, max_batch: int,
                  on_committed: Callable[[StagedResult, Job | None], None],
-                 on_stale: Callable[[StagedResult], None]) -> None:
+                 on_stale: Callable[[StagedResult, bool], None]) -> None:
         self.store, self.worker, self.max_batch = store, worker, max_batch
         self.on_committed, self.on_stale = on_committed, on_stale
         self._waiting: list[StagedResult] = []
@@ -71,41 +74,61 @@ class Committer:
                 if not self._waiting:
                     return  # closing and nothing left
                 batch, self._waiting = self._waiting[: self.max_batch], self._waiting[self.max_batch:]
-            try:
-                self.commit(batch)
-            except Exception:  # never lose the thread: the leases lapse and the jobs are rescued
-                log.exception("group commit failed", extra={"worker": self.worker})
+            self.commit(batch)
 
     def commit(self, batch: list[StagedResult]) -> None:
-        """Commit `batch` in one transaction, retried while the store is unreachable and each
-        lease may still hold. A retry after a lost answer finds the job no longer rendering; the
-        stale path then checks whether our own commit went through."""
-        fault_point("before_commit")
+        """Commit `batch`, settling every result exactly once whatever fails (never lose a lease)."""
+        settled: set[int] = set()
+        try:
+            fault_point("before_commit")
+            self._commit_group(batch, settled)
+        except Exception:  # an unexpected failure: nothing of the rest is known to be committed
+            log.exception("group commit failed", extra={"worker": self.worker})
+            for result in batch:
+                if id(result) not in settled:
+                    self._settle(settled, result, self.on_stale, False)
+
+    def _commit_group(self, batch: list[StagedResult], settled: set[int]) -> None:
+        """One transaction, retried while the store is unreachable and each lease may still hold.
+        A retry after a lost answer finds the job no longer rendering: the stale path then checks
+        whether our own commit went through. A non-retryable error splits the group, so one bad
+        result cannot fail the others."""
         pending = list(batch)
         while pending:
             try:
                 done = self.store.complete_many(
                     [Completion(r.claim.job.id, r.claim.attempt, r.artifact) for r in pending], self.worker)
             except StoreUnavailable:
-                expired = [r for r in pending if _maybe_expired(r.lease)]
-                for result in expired:
-                    self.on_stale(result)
-                pending = [r for r in pending if r not in expired]
+                for result in [r for r in pending if _maybe_expired(r.lease)]:
+                    self._settle(settled, result, self.on_stale, False)
+                pending = [r for r in pending if id(r) not in settled]
                 if pending:
                     threading.Event().wait(0.2)
                 continue
-            except StoreError as exc:  # not retryable here: the leases lapse and the jobs are rescued
+            except StoreError as exc:
                 log.warning("commit failed: %s", exc.code, extra={"worker": self.worker})
-                for result in pending:
-                    self.on_stale(result)
+                if len(pending) > 1:
+                    for result in pending:
+                        self._commit_group([result], settled)
+                else:
+                    self._settle(settled, pending[0], self.on_stale, False)
                 return
             for result in pending:
                 job = done.get((result.claim.job.id, result.claim.attempt))
                 if job is not None:
-                    self.on_committed(result, job)
+                    self._settle(settled, result, self.on_committed, job)
                 else:
-                    self.on_stale(result)
+                    self._settle(settled, result, self.on_stale, True)
             return
+
+    def _settle(self, settled: set[int], result: StagedResult, callback: Callable[[StagedResult, Any], None],
+                arg: Any) -> None:
+        settled.add(id(result))
+        try:
+            callback(result, arg)
+        except Exception:  # the callback owns the lease and gives it back in its own finally
+            log.exception("recording a commit outcome failed",
+                          extra={"job_id": result.claim.job.id, "attempt": result.claim.attempt})
 
 
 def _maybe_expired(lease: Lease) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import socket
 import tempfile
 import threading
@@ -144,10 +145,8 @@ class Worker:
             log.warning("stale attempt; output discarded", extra=ctx)
         except BlobError as exc:
             self._fail(claim, exc.code, exc.message, True)
-        finally:
-            for path in workdir.iterdir():
-                path.unlink()
-            workdir.rmdir()
+        finally:  # never raises: a result already handed to the committer must keep its lease
+            shutil.rmtree(workdir, ignore_errors=True)
         return False
 
     def _render(self, claim: Claim, lease: Lease, workdir: Path) -> child.RenderOutcome | None:
@@ -222,41 +221,47 @@ class Worker:
         finally:
             self.leases.drop(result.lease)
 
-    def _stale(self, result: StagedResult) -> None:
-        """Refused by the fence (or never sent): discard the staged object unless our own commit
-        went through with its answer lost."""
+    def _stale(self, result: StagedResult, known: bool) -> None:
+        """Not committed as far as we know. When the store answered (`known`), discard the staged
+        object unless our own earlier commit went through with its answer lost; when it could not
+        be reached, keep the object: the reconciler removes it if it turns out to be an orphan."""
         claim = result.claim
         ctx = {"job_id": claim.job.id, "attempt": claim.attempt}
         try:
-            ours = self._committed_as(claim, result.artifact.key)
-        except StoreError:
-            ours = True  # cannot tell: keep the object; the reconciler removes it if it is an orphan
-        if ours:
-            self._committed(result, None)
-            return
-        try:
-            result.blobs.delete(result.artifact.key)  # ours, attempt-specific, never committed
-        except BlobError as exc:  # the reconciler's staging sweep removes it later
-            log.warning("could not delete a stale staged object: %s", exc.code, extra=ctx)
+            ours = self._committed_as(claim, result.artifact.key) if known else None
+            if ours is None:
+                self._count("discarded")
+                metrics.record_discarded("commit_unknown")
+                log.warning("commit outcome unknown (store unreachable); staged object kept", extra=ctx)
+                return
+            if ours:
+                self._committed(result, None)
+                return
+            try:
+                result.blobs.delete(result.artifact.key)  # ours, attempt-specific, never committed
+            except BlobError as exc:  # the reconciler's staging sweep removes it later
+                log.warning("could not delete a stale staged object: %s", exc.code, extra=ctx)
+            self._count("discarded")
+            metrics.record_discarded("stale_commit")
+            log.warning("stale attempt; output discarded", extra=ctx)
         finally:
             self.leases.drop(result.lease)
-        self._count("discarded")
-        metrics.record_discarded("stale_commit")
-        log.warning("stale attempt; output discarded", extra=ctx)
 
     def _count(self, name: str, n: int = 1) -> None:
         with self._counts_lock:
             setattr(self.counters, name, getattr(self.counters, name) + n)
 
-    def _committed_as(self, claim: Claim, key: str) -> bool:
-        """Whether our own commit went through although its answer was lost."""
+    def _committed_as(self, claim: Claim, key: str) -> bool | None:
+        """Whether our own commit went through although its answer was lost; None: cannot tell."""
         for _ in range(50):
             try:
                 art = self.store.artifact(claim.job.id)
                 return art is not None and art.attempt == claim.attempt and art.key == key
             except StoreUnavailable:
                 self.stopping.wait(0.2)
-        return True  # cannot tell: keep the object; the reconciler removes it if it is an orphan
+            except StoreError:
+                return None
+        return None
 
     def _fail(self, claim: Claim, code: str, message: str, retryable: bool) -> None:
         try:

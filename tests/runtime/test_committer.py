@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from docfence.blobs.local import LocalBlobStore
-from docfence.core.errors import StoreUnavailable
+from docfence.core.errors import StoreError, StoreUnavailable
 from docfence.core.policy import JobPolicy
 from docfence.core.records import ArtifactInfo, Job, NewJob
 from docfence.core.states import JobState
@@ -18,15 +18,21 @@ from docfence.worker.leases import Lease
 
 
 class CountingStore:
-    """The real store, with its group commits counted (and the first `fail_first` refused)."""
+    """The real store, with its group commits counted; the first `fail_first` raise `error`, and
+    groups larger than `refuse_groups_over` raise StoreError."""
 
-    def __init__(self, store: Any, fail_first: int = 0) -> None:
+    def __init__(self, store: Any, fail_first: int = 0, error: Exception | None = None,
+                 refuse_groups_over: int | None = None) -> None:
         self.store, self.calls, self.fail_first = store, [], fail_first
+        self.error = error or StoreUnavailable("injected: the store is unreachable")
+        self.refuse_groups_over = refuse_groups_over
 
     def complete_many(self, completions: Any, worker: str) -> Any:
         self.calls.append(len(completions))
         if len(self.calls) <= self.fail_first:
-            raise StoreUnavailable("injected: the store is unreachable")
+            raise self.error
+        if self.refuse_groups_over is not None and len(completions) > self.refuse_groups_over:
+            raise StoreError("injected: the group was refused")
         return self.store.complete_many(completions, worker)
 
 
@@ -42,12 +48,12 @@ def _staged(store: Any, blobs: LocalBlobStore, n: int) -> list[StagedResult]:
     return results
 
 
-def _committer(store: Any) -> tuple[Committer, list[tuple[str, Job | None]], list[str]]:
+def _committer(store: Any) -> tuple[Committer, list[tuple[str, Job | None]], list[tuple[str, bool]]]:
     committed: list[tuple[str, Job | None]] = []
-    stale: list[str] = []
+    stale: list[tuple[str, bool]] = []  # (job id, whether the store said so)
     committer = Committer(store, "w", max_batch=100,
                           on_committed=lambda r, job: committed.append((r.claim.job.id, job)),
-                          on_stale=lambda r: stale.append(r.claim.job.id))
+                          on_stale=lambda r, known: stale.append((r.claim.job.id, known)))
     return committer, committed, stale
 
 
@@ -62,7 +68,7 @@ def test_results_waiting_together_commit_in_one_transaction(store, tmp_path: Pat
     committer.start()
     committer.close()
     assert spy.calls == [5]
-    assert stale == [results[2].claim.job.id]
+    assert stale == [(results[2].claim.job.id, True)]
     assert sorted(j for j, _ in committed) == sorted(r.claim.job.id for i, r in enumerate(results) if i != 2)
     for job_id, job in committed:
         assert job is not None and job.state is JobState.SUCCEEDED
@@ -85,6 +91,22 @@ def test_a_lease_unconfirmed_for_its_ttl_is_not_retried(store, tmp_path: Path) -
     committer, committed, stale = _committer(spy)
     committer.commit([fresh, old])
     assert spy.calls == [2, 1]  # the second try carries only the lease that may still hold
-    assert stale == [old.claim.job.id] and [j for j, _ in committed] == [fresh.claim.job.id]
+    assert stale == [(old.claim.job.id, False)]  # unknown: its staged object must be kept
+    assert [j for j, _ in committed] == [fresh.claim.job.id]
     assert store.get(old.claim.job.id).state is JobState.RENDERING  # the reconciler rescues it later
 
+
+def test_a_refused_group_is_split_so_one_bad_result_cannot_fail_the_others(store, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    results = _staged(store, LocalBlobStore(tmp_path / "objects"), 3)
+    spy = CountingStore(store, refuse_groups_over=1)
+    committer, committed, stale = _committer(spy)
+    committer.commit(results)
+    assert spy.calls == [3, 1, 1, 1] and stale == [] and len(committed) == 3
+
+
+def test_an_unexpected_failure_still_settles_every_result(store, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    results = _staged(store, LocalBlobStore(tmp_path / "objects"), 3)
+    spy = CountingStore(store, fail_first=1, error=RuntimeError("injected: a bug"))
+    committer, committed, stale = _committer(spy)
+    committer.commit(results)
+    assert committed == [] and sorted(stale) == sorted((r.claim.job.id, False) for r in results)
