@@ -160,8 +160,8 @@ class SqlBase:
         """The previous event's hash of a job chain (the job row lock serialises the chain)."""
         if seq <= 1:
             return ""
-        row = tx.one("prev_audit_hash", chain=chain, seq=seq - 1)
-        return str(row["hash"]) if row else ""
+        row = tx.one("prev_audit_hashes", links=json.dumps([[chain, seq - 1]]))
+        return str(row["hash"]) if row and row["hash"] is not None else ""
 
     def _insert_event(self, tx: Tx, chain: str, seq: int, prev: str, fields: dict[str, Any]) -> str:
         params = self._event_params(chain, seq, prev, fields)

@@ -35,6 +35,10 @@ def _param(value: Any) -> Any:
     return value
 
 
+def _params(params: dict[str, Any]) -> dict[str, Any]:
+    return {k: _param(v) for k, v in params.items()}
+
+
 def _row(names: list[str], values: tuple[Any, ...]) -> Row:
     row = dict(zip(names, values, strict=True))
     for key in TIME_COLUMNS.intersection(row):
@@ -48,7 +52,7 @@ class _SqliteTx:
         self.conn, self.queries = conn, queries
 
     def _exec(self, name: str, params: dict[str, Any]) -> sqlite3.Cursor:
-        return self.conn.execute(self.queries[name], {k: _param(v) for k, v in params.items()})
+        return self.conn.execute(self.queries[name], _params(params))
 
     def all(self, name: str, **params: Any) -> list[Row]:
         cur = self._exec(name, params)
@@ -70,8 +74,7 @@ class _SqliteTx:
 
     def send_many(self, name: str, rows: Sequence[dict[str, Any]]) -> None:
         if rows:
-            self.conn.executemany(self.queries[name],
-                                  [{k: _param(v) for k, v in r.items()} for r in rows])
+            self.conn.executemany(self.queries[name], [_params(r) for r in rows])
 
 
 class SqliteStore(SqlStore):

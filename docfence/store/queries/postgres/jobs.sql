@@ -150,10 +150,6 @@ UPDATE jobs SET audit_seq = audit_seq + 1,
 RETURNING id, attempt, state, audit_seq,
           coalesce(:now::timestamptz, now()) AS now;
 
--- name: prev_audit_hash
--- The hash of event number :seq of a chain ('' before the first), found through its unique index.
-SELECT coalesce((SELECT hash FROM audit_events WHERE chain = :chain AND chain_seq = :seq), '') AS hash;
-
 -- name: lock_chain
 -- Head of a non-job audit chain, locked until commit (the advisory lock covers a chain not yet created).
 SELECT seq, hash, coalesce(:now::timestamptz, now()) AS now

@@ -143,10 +143,6 @@ UPDATE jobs SET audit_seq = audit_seq + 1,
 RETURNING id, attempt, state, audit_seq,
           coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now;
 
--- name: prev_audit_hash
--- The hash of event number :seq of a chain ('' before the first), found through its unique index.
-SELECT coalesce((SELECT hash FROM audit_events WHERE chain = :chain AND chain_seq = :seq), '') AS hash;
-
 -- name: lock_chain
 -- Head of a non-job audit chain (SQLite: the write transaction already serialises writers).
 SELECT seq, hash, coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now
