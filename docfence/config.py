@@ -56,6 +56,34 @@ class WorkerConfig:
 
 
 @dataclass(frozen=True)
+class ServerConfig:
+    """What `docfence serve` allows a connection before and after it proves an API key.
+
+    Keys are checked on the request headers, before any body byte is read; these bound the rest:
+    how long headers and bodies may take, how large a body each kind of route accepts, and how many
+    connections may wait for their headers (the oldest such connection is dropped beyond that).
+    """
+
+    header_timeout_s: float = 10.0  # from connect (or the end of the previous response) to full headers
+    body_idle_timeout_s: float = 15.0  # longest gap between two body chunks
+    body_timeout_s: float = 600.0  # a whole request body, however it trickles
+    keep_alive_s: float = 5.0  # an idle keep-alive connection is closed after this
+    max_header_bytes: int = 16 * 1024
+    max_json_body_bytes: int = 1024 * 1024  # every JSON route unless it declares its own cap
+    max_pending_connections: int = 256  # connections still sending their headers
+    max_concurrent_auth: int = 8  # key look-ups in flight; more wait without holding a thread
+
+    def __post_init__(self) -> None:
+        for name in ("header_timeout_s", "body_idle_timeout_s", "body_timeout_s", "keep_alive_s"):
+            if not 0 < getattr(self, name) <= 86400:
+                raise ConfigError(f"server.{name} must be in (0, 86400]")
+        for name in ("max_header_bytes", "max_json_body_bytes", "max_pending_connections",
+                     "max_concurrent_auth"):
+            if isinstance(getattr(self, name), bool) or not 0 < getattr(self, name) <= 2**40:
+                raise ConfigError(f"server.{name} must be a positive integer")
+
+
+@dataclass(frozen=True)
 class Settings:
     database_url: str = DEFAULT_DATABASE_URL
     storage_url: str = DEFAULT_STORAGE_URL
@@ -64,6 +92,7 @@ class Settings:
     classes: dict[str, DocumentClass] = field(default_factory=dict)
     worker: WorkerConfig = field(default_factory=WorkerConfig)
     limits: Limits = field(default_factory=Limits)
+    server: ServerConfig = field(default_factory=ServerConfig)
     signing_secret: str = ""  # for signed download URLs; generated per data dir when empty
     signed_url_ttl_s: float = 300.0
     max_upload_bytes: int = 100 * 1024 * 1024
@@ -175,6 +204,7 @@ def _build(data: dict[str, Any], env: dict[str, str]) -> Settings:
         raise ConfigError(f"unknown settings: {', '.join(sorted(unknown))}")
     worker = WorkerConfig(**data.pop("worker", {}))
     limits = Limits(**data.pop("limits", {}))
+    data["server"] = ServerConfig(**data.pop("server", {}))
     classes = {name: _doc_class(name, spec) for name, spec in data.pop("classes", {}).items()}
     if "report_processors" in data:
         data["report_processors"] = tuple(data["report_processors"])

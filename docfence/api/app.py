@@ -8,7 +8,8 @@ from fastapi import FastAPI
 
 from docfence.api import jobs, public, reports_routes
 from docfence.api.errors import install_error_handlers
-from docfence.api.limits import BodyLimit
+from docfence.api.gate import RequestGate
+from docfence.api.protocol import protocol_for
 from docfence.blobs import BlobStore, RegionRouter
 from docfence.config import Settings
 from docfence.core.clock import Clock
@@ -37,7 +38,8 @@ def create_app(
     from docfence.console import install as install_console  # local import: console imports api.deps
 
     install_console(app)  # /console, /console/api/*, /metrics
-    app.add_middleware(BodyLimit, max_bytes=settings.max_upload_bytes)
+    # Outermost of our middleware: the key is checked before anything reads the body.
+    app.add_middleware(RequestGate, service=service, server=settings.server)
     return app
 
 
@@ -52,7 +54,10 @@ class _NoSignedPaths(logging.Filter):
 
 
 def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8080, *, log_level: str = "info") -> None:
-    """Run the API with uvicorn until interrupted. The access log is off (tokens live in paths)."""
+    """Run the API with uvicorn until interrupted. The access log is off (tokens live in paths).
+
+    The h11 protocol is docfence's guarded one (header deadline, pending-connection cap); header size,
+    keep-alive and every body bound come from `settings.server`."""
     import uvicorn
 
     from docfence.logs import configure
@@ -61,5 +66,8 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8080, *, log_
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).addFilter(_NoSignedPaths())
     app = create_app(settings)
+    server = settings.server
     uvicorn.run(app, host=host, port=port, access_log=False, log_level=log_level, log_config=None,
-                server_header=False, proxy_headers=False)
+                server_header=False, proxy_headers=False, http=protocol_for(server),
+                timeout_keep_alive=int(max(1, server.keep_alive_s)),
+                h11_max_incomplete_event_size=server.max_header_bytes)

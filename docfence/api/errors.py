@@ -42,13 +42,15 @@ STATUS_BY_CODE: dict[str, int] = {
 
 #: Codes for errors raised by the HTTP layer itself (routing, validation, body limit).
 _HTTP_CODES = {400: "malformed_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-               405: "method_not_allowed", 413: "upload_too_large", 422: "invalid_request"}
+               405: "method_not_allowed", 408: "request_timeout", 413: "upload_too_large",
+               422: "invalid_request"}
 
 
 #: Messages of the HTTP-layer codes, published by /v1/capabilities next to core's all_codes().
 HTTP_LAYER_CODES = {
     "malformed_request": "The request body is malformed.",
     "method_not_allowed": "That method is not allowed on this path.",
+    "request_timeout": "The request headers or body did not arrive in time; the connection was closed.",
     "http_error": "The HTTP request was refused.",
 }
 
@@ -116,6 +118,7 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 _DESCRIPTIONS = {
     400: "Malformed request body", 401: "Missing, wrong or revoked API key", 403: "Forbidden",
+    408: "Request headers or body too slow",
     404: "Not found", 409: "Conflict", 410: "Gone", 413: "Upload too large", 422: "Invalid request",
     500: "Internal error", 503: "Unavailable",
 }

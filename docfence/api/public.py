@@ -57,8 +57,9 @@ def _error_codes() -> dict[str, str]:
 
 
 @router.get("/healthz", response_model=StatusOut, tags=["meta"])
-def healthz() -> StatusOut:
-    """The process answers."""
+async def healthz() -> StatusOut:
+    """The process answers (on the event loop itself: it needs no worker thread, so it answers even
+    when every thread is busy)."""
     return StatusOut(status="ok")
 
 

@@ -1,11 +1,15 @@
-"""A real HTTP server on loopback for tests: uvicorn serving an ASGI app in a thread."""
+"""Real HTTP servers on loopback for tests: uvicorn serving an ASGI app in a thread, or the API as
+its own process (`docfence serve`)."""
 
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -32,3 +36,41 @@ def running(app: Any) -> Iterator[str]:
         server.should_exit = True
         thread.join(10)
         sock.close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextmanager
+def serve_process(env: dict[str, str], log_path: Path, *, command: Sequence[str] = ("docfence.cli", "serve"),
+                  log_level: str = "warning") -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """Run `python -m docfence.cli serve` (or `command`) as its own process on a free loopback port,
+    its output in `log_path`; yields (process, base URL) once /healthz answers; terminates it after."""
+    import httpx
+
+    port = free_port()
+    cmd = [sys.executable, "-m", *command, "--port", str(port), "--log-level", log_level]
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            for _ in range(600):  # start-up imports the engines: allow a loaded machine a minute
+                if proc.poll() is not None:
+                    raise AssertionError(f"the server exited with {proc.returncode}")
+                try:
+                    if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    threading.Event().wait(0.1)
+            yield proc, base
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
