@@ -1,5 +1,10 @@
 """Validates report data against the template's JSON Schema (Draft 2020-12). Messages name the JSON path
-and the broken rule, never a data value; object keys that the schema does not declare are masked as "*"."""
+and the broken rule, never a data value; object keys that the schema does not declare are masked as "*".
+
+Schemas resolve references only inside themselves: every validator is built here, over an empty
+`referencing` registry (nothing is ever fetched or read from disk), and `check_schema` refuses any
+`$ref`/`$dynamicRef` that is not a fragment of the schema itself ("#..."). jsonschema's deprecated
+RefResolver, which fetched http(s) and file URLs, is never used."""
 
 from __future__ import annotations
 
@@ -8,10 +13,14 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, ValidationError
+from referencing import Registry
+from referencing.exceptions import Unresolvable
 
 from docfence.core.errors import TemplateDataInvalid, TemplateError
 
 MAX_REPORTED = 5
+_REF_KEYWORDS = ("$ref", "$dynamicRef")
+MAX_SCHEMA_DEPTH = 200
 # Keywords whose value is a small schema-owned scalar, safe and useful to quote in a message.
 _QUOTABLE = frozenset(
     [
@@ -93,17 +102,55 @@ def _describe(error: ValidationError) -> str:
     return f"{_safe_path(error)}: violates {rule!r}{detail}"
 
 
-def validate_data(schema: dict[str, Any], data: Any) -> None:
-    """Raise TemplateDataInvalid listing up to MAX_REPORTED violations (paths and rules, no values);
-    TemplateError if the schema itself is broken."""
+def non_local_refs(schema: Any) -> list[str]:
+    """Every `$ref`/`$dynamicRef` value of `schema` that is not a fragment of the schema itself."""
+    found: list[str] = []
+    stack: list[tuple[Any, int]] = [(schema, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_SCHEMA_DEPTH:
+            raise TemplateError(f"the template's schema is nested deeper than {MAX_SCHEMA_DEPTH} levels")
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in _REF_KEYWORDS and not (isinstance(value, str) and value.startswith("#")):
+                    found.append(str(value))
+                stack.append((value, depth + 1))
+        elif isinstance(node, list):
+            stack.extend((item, depth + 1) for item in node)
+    return found
+
+
+def check_schema(schema: Any) -> None:
+    """Raise TemplateError unless `schema` is a valid Draft 2020-12 schema whose references all stay
+    inside it (the message names the first reference that does not)."""
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
         raise TemplateError("the template's schema is not a valid JSON Schema (Draft 2020-12)") from exc
-    validator = Draft202012Validator(schema)
-    errors = sorted(
-        validator.iter_errors(data), key=lambda e: (list(map(str, e.absolute_path)), str(e.validator))
-    )
+    refs = non_local_refs(schema)
+    if refs:
+        raise TemplateError(f"the template's schema may only use local references (\"#/...\"); "
+                            f"it refers to {refs[0][:200]!r}")
+
+
+def schema_validator(schema: dict[str, Any]) -> Draft202012Validator:
+    """The one way docfence builds a validator: an empty registry, so no reference is ever retrieved."""
+    return Draft202012Validator(schema, registry=Registry())
+
+
+def validate_data(schema: dict[str, Any], data: Any) -> None:
+    """Raise TemplateDataInvalid listing up to MAX_REPORTED violations (paths and rules, no values);
+    TemplateError if the schema itself is broken or refers outside itself."""
+    check_schema(schema)
+    try:
+        errors = sorted(
+            schema_validator(schema).iter_errors(data),
+            key=lambda e: (list(map(str, e.absolute_path)), str(e.validator)),
+        )
+    except Unresolvable:
+        # `from None`: never chain a resolver error; the schema is the template author's, not ours.
+        raise TemplateError("the template's schema has a reference that does not resolve inside it") \
+            from None
     if not errors:
         return
     lines = [_describe(error) for error in errors[:MAX_REPORTED]]

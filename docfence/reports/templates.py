@@ -10,11 +10,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-
 from docfence.core.errors import ConfigError, NotFound, TemplateError
 from docfence.engines.report_bundle import TemplateBundle, load_bundle, template_hash
+from docfence.engines.report_data import check_schema
 from docfence.store.base import Store
 from docfence.store.reports import TemplateInfo, TemplateVersion
 from docfence.store.sqlstore import SqlStore
@@ -58,15 +56,13 @@ class Templates:
     def create_version(
         self, template_id: str, bundle: TemplateBundle, *, actor: str
     ) -> tuple[TemplateInfo, bool]:
-        """(info, created). Raises TemplateError for a bad id, an oversized bundle or an invalid schema."""
+        """(info, created). Raises TemplateError for a bad id, an oversized bundle or an invalid schema
+        (including one that refers outside itself: such a reference is refused here, naming it)."""
         check_template_id(template_id)
         size = len(bundle.html) + len(bundle.css) + sum(len(v) for v in bundle.assets.values())
         if size > MAX_TEMPLATE_BYTES:
             raise TemplateError(f"the template bundle exceeds {MAX_TEMPLATE_BYTES} bytes")
-        try:
-            Draft202012Validator.check_schema(bundle.schema)
-        except SchemaError as exc:
-            raise TemplateError("the template's schema is not a valid JSON Schema (Draft 2020-12)") from exc
+        check_schema(bundle.schema)
         sha = template_hash(bundle)
         try:
             latest = self.store.get_template(template_id)
