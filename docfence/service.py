@@ -5,7 +5,6 @@ Handlers call these and never the store; every error raised here carries a stabl
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 import json
@@ -15,25 +14,27 @@ import re
 import secrets
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from docfence import layout
 from docfence.blobs import BlobStore, RegionRouter
 from docfence.config import Settings
+from docfence.core import tokens
+from docfence.core.access import SCOPES, Principal, check_scopes
 from docfence.core.clock import Clock, SystemClock
 from docfence.core.errors import (
     ArtifactGone,
     ArtifactNotReady,
+    BlobIntegrityError,
     BlobNotFound,
     ConfigError,
     DocfenceError,
     Forbidden,
     InvalidRequest,
     NotFound,
-    SignedUrlExpired,
-    SignedUrlInvalid,
+    SignedUrlRevoked,
     Unauthorized,
     UploadTooLarge,
 )
@@ -46,31 +47,16 @@ from docfence.store.base import Store
 
 log = logging.getLogger(__name__)
 
-SCOPES = ("submit", "read", "admin")
 KEY_PREFIX = "dfk_"
 _TENANT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _KEY_ID_RE = re.compile(r"[0-9a-f]{12}")
-_TOKEN_RE = re.compile(r"[A-Za-z0-9_-]{1,800}\.[A-Za-z0-9_-]{43}")
+#: Actors that name a process (worker host and pid): anything but a key reference that holds a digit.
+_PROCESS_ACTOR_RE = re.compile(r"(?!key:).*[0-9].*")
+__all__ = ["SCOPES", "Download", "Forbidden", "InvalidRequest", "JobDetail", "Principal", "Service",
+           "SubmitRequest", "Unauthorized", "build_service", "check_tenant", "load_signing_secret"]
 
 
-# -- principals and submissions --------------------------------------------------------------------
-@dataclass(frozen=True)
-class Principal:
-    """The caller behind one API key: its tenant and scopes (admin implies every scope)."""
-
-    key_id: str
-    tenant: str
-    scopes: tuple[str, ...]
-
-    @property
-    def actor(self) -> str:
-        return f"key:{self.key_id}"
-
-    def require(self, scope: str) -> None:
-        if scope not in self.scopes and "admin" not in self.scopes:
-            raise Forbidden(f"this API key lacks the {scope!r} scope")
-
-
+# -- submissions --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class SubmitRequest:
     """What a caller may choose; everything else comes from the document class."""
@@ -120,14 +106,6 @@ def check_tenant(tenant: str) -> str:
     return tenant
 
 
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
 def load_signing_secret(settings: Settings) -> bytes:
     """The configured secret, or one generated once and kept (mode 0600) next to the data."""
     if settings.signing_secret:
@@ -171,7 +149,7 @@ class Service:
         Raises UploadTooLarge (nothing stored), RegionNotApproved (before any byte is stored),
         InvalidRequest, IdempotencyConflict. A duplicate submission returns the first job.
         """
-        principal.require("submit")
+        principal.require("jobs.submit")
         tenant = check_tenant(principal.tenant)
         policy = self._policy(request)
         blobs = self.router.for_region(policy.region)
@@ -214,7 +192,7 @@ class Service:
 
     # -- reads and cancel -----------------------------------------------------------------------
     def get(self, principal: Principal, job_id: str) -> JobDetail:
-        principal.require("read")
+        principal.require("jobs.read")
         return self.describe(self._visible(principal, job_id))
 
     def describe(self, job: Job) -> JobDetail:
@@ -224,7 +202,7 @@ class Service:
 
     def cancel(self, principal: Principal, job_id: str) -> Job:
         """Cancel a queued or rendering job; IllegalTransition (409) when already terminal."""
-        principal.require("submit")
+        principal.require("jobs.cancel")
         job = self._visible(principal, job_id)
         with self._writes:
             canceled = self.store.cancel(job.id, actor=principal.actor)
@@ -233,10 +211,11 @@ class Service:
 
     def delete(self, principal: Principal, job_id: str, request_id: str) -> Job:
         """Remove every byte of the job (input, all attempts, artifact) and keep its metadata as a
-        tombstone; a running attempt is canceled first. Needs the admin scope; audited with who asked."""
+        tombstone; a running attempt is canceled first. Needs the tenant admin (jobs.delete); audited
+        with who asked."""
         from docfence.maintenance.deletion import DeletionService
 
-        principal.require("admin")
+        principal.require("jobs.delete")
         job = self._visible(principal, job_id)
         if not re.fullmatch(r"[A-Za-z0-9._:-]{1,128}", request_id):
             raise InvalidRequest("the deletion request id must be 1-128 letters, digits or ._:-")
@@ -246,9 +225,22 @@ class Service:
         return self.store.get(job.id)
 
     def events(self, principal: Principal, job_id: str) -> tuple[list[AuditEvent], list[Attempt]]:
-        principal.require("read")
+        """The job's timeline and attempts; worker hosts and pids appear only to operators (others see
+        a stable alias per worker, so attempts can still be told apart)."""
+        principal.require("jobs.read")
         job = self._visible(principal, job_id)
-        return self.store.audit_events(job.id), self.store.attempts(job.id)
+        events, attempts = self.store.audit_events(job.id), self.store.attempts(job.id)
+        if principal.allows("ops.workers"):
+            return events, attempts
+        return ([replace(e, actor=self.worker_alias(e.actor)) for e in events],
+                [replace(a, worker=self.worker_alias(a.worker)) for a in attempts])
+
+    def worker_alias(self, actor: str) -> str:
+        """`actor` unless it names a process (host and pid): then `worker-<10 hex>`, keyed by the signing
+        secret so the alias cannot be reversed by guessing hosts and pids."""
+        if actor is None or not _PROCESS_ACTOR_RE.fullmatch(actor):
+            return actor
+        return "worker-" + hmac.new(self._secret, actor.encode(), hashlib.sha256).hexdigest()[:10]
 
     def _visible(self, principal: Principal, job_id: str) -> Job:
         """Another tenant's job is indistinguishable from a missing one."""
@@ -270,21 +262,23 @@ class Service:
     # -- artifacts and signed URLs ----------------------------------------------------------------
     def artifact_url_token(self, principal: Principal, job_id: str) -> str:
         """A short-lived token for `/v1/signed/{token}`; binds job, attempt, sha256, expiry and key."""
-        principal.require("read")
+        principal.require("jobs.read")
         job = self._visible(principal, job_id)
         artifact = self._live_artifact(job)
         expires = int(self.clock.now().timestamp() + float(self.settings.signed_url_ttl_s))
-        payload = {"j": job.id, "a": artifact.attempt, "s": artifact.sha256, "e": expires,
-                   "k": principal.key_id}
-        body = _b64(json.dumps(payload, separators=(",", ":"), sort_keys=True).encode())
-        return f"{body}.{self._mac(body)}"
+        return tokens.sign({"j": job.id, "a": artifact.attempt, "s": artifact.sha256, "e": expires,
+                            "k": principal.key_id}, self._secret)
 
     def open_signed(self, token: str) -> Download:
         """Verify the token, record a "download" audit event and open a verifying stream.
 
-        Raises SignedUrlInvalid (tampered), SignedUrlExpired, ArtifactGone (deleted since signing).
-        """
-        payload = self._verify_token(token)
+        Raises SignedUrlInvalid (tampered), SignedUrlExpired, SignedUrlRevoked (the minting key was
+        revoked), ArtifactGone (deleted since signing). The stream never yields the artifact's last
+        bytes unless every byte matched the recorded sha256 (see `_verified`)."""
+        payload = tokens.verify(token, self._secret, self.clock.now().timestamp())
+        minted_by = self.store.get_api_key(str(payload.get("k", "")))
+        if minted_by is None or minted_by.revoked_at is not None:
+            raise SignedUrlRevoked()
         try:
             job = self.store.get(str(payload["j"]))
         except NotFound:
@@ -302,7 +296,34 @@ class Service:
                                     details={"attempt": artifact.attempt, "bytes": artifact.bytes})
         log.info("job %s attempt %d artifact downloaded", job.id, artifact.attempt)
         return Download(job.id, artifact.attempt, artifact.sha256, artifact.bytes,
-                        reader.iter_chunks(), reader.close)
+                        self._verified(job, artifact, reader.iter_chunks()), reader.close)
+
+    def _verified(self, job: Job, artifact: Artifact, chunks: Iterator[bytes]) -> Iterator[bytes]:
+        """Yield `chunks` one behind: the last chunk is released only once every byte was hashed, the
+        count and the sha256 match the artifact record. On a mismatch nothing more is sent, the
+        mismatch is audited ("download_integrity_failed") and BlobIntegrityError aborts the response,
+        so a client never receives a complete body of bad bytes."""
+        digest, sent, held = hashlib.sha256(), 0, None
+        try:
+            for chunk in chunks:
+                digest.update(chunk)
+                if held is not None:
+                    sent += len(held)
+                    yield held
+                held = chunk
+            total = sent + len(held or b"")
+            if total != artifact.bytes or digest.hexdigest() != artifact.sha256:
+                raise BlobIntegrityError(f"job {job.id} artifact does not match its sha256")
+        except BlobIntegrityError:
+            with self._writes:
+                self.store.record_event("download_integrity_failed", actor="api", job_id=job.id,
+                                        reason="sha256_mismatch",
+                                        details={"attempt": artifact.attempt, "bytes_sent": sent})
+            log.error("job %s attempt %d artifact failed its sha256; download aborted", job.id,
+                      artifact.attempt)
+            raise
+        if held is not None:
+            yield held
 
     def _live_artifact(self, job: Job) -> Artifact:
         if job.deleted_at is not None:
@@ -316,32 +337,12 @@ class Service:
             raise ArtifactGone()
         return artifact
 
-    def _mac(self, body: str) -> str:
-        return _b64(hmac.new(self._secret, body.encode("ascii"), hashlib.sha256).digest())
-
-    def _verify_token(self, token: str) -> dict[str, Any]:
-        if not _TOKEN_RE.fullmatch(token):  # also keeps non-ASCII text away from hmac
-            raise SignedUrlInvalid()
-        body, _, mac = token.partition(".")
-        if not hmac.compare_digest(mac, self._mac(body)):
-            raise SignedUrlInvalid()
-        try:
-            payload: dict[str, Any] = json.loads(_unb64(body))
-            expires = float(payload["e"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise SignedUrlInvalid() from exc
-        if self.clock.now().timestamp() >= expires:
-            raise SignedUrlExpired()
-        return payload
-
     # -- API keys ---------------------------------------------------------------------------------
     def create_api_key(self, tenant: str, scopes: tuple[str, ...], *, name: str = "",
                        actor: str = "cli") -> tuple[ApiKey, str]:
         """Returns the record and the full key `dfk_<id>_<secret>`; only sha256(secret) is stored."""
         check_tenant(tenant)
-        bad = [s for s in scopes if s not in SCOPES]
-        if not scopes or bad:
-            raise InvalidRequest(f"scopes must be a non-empty subset of {', '.join(SCOPES)}")
+        scopes = check_scopes(tuple(scopes))
         key_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
         record = self.store.insert_api_key(key_id, tenant=tenant, name=name or key_id, scopes=tuple(scopes),
                                            key_hash=_hash_secret(secret), actor=actor)

@@ -12,7 +12,7 @@ from fastapi import APIRouter, File, Form, Header, Path, Query, Request, Respons
 from fastapi.responses import RedirectResponse
 from starlette.concurrency import run_in_threadpool
 
-from docfence.api.deps import PrincipalDep, ServiceDep
+from docfence.api.deps import JobsCancel, JobsDelete, JobsRead, JobsSubmit, ServiceDep
 from docfence.api.errors import error_responses
 from docfence.api.wire import EventsOut, JobOut, events_out, job_out
 from docfence.core.clock import monotonic
@@ -27,6 +27,9 @@ _RETRY_AFTER = {"description": "Poll hint in seconds (only while the job is acti
                 "schema": {"type": "string"}}
 
 _LOCATION = {"description": "The job's URL", "schema": {"type": "string"}}
+#: On the artifact redirect and the download: no caching, no token in a Referer, no MIME sniffing.
+DOWNLOAD_HEADERS = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer",
+                    "X-Content-Type-Options": "nosniff"}
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -66,7 +69,7 @@ def _watermark(raw: str | None) -> dict[str, Any] | None:
                **error_responses(400, 401, 403, 409, 413, 422, 503)},
 )
 async def submit_job(
-    http_request: Request, response: Response, service: ServiceDep, principal: PrincipalDep,
+    http_request: Request, response: Response, service: ServiceDep, principal: JobsSubmit,
     file: Annotated[UploadFile, File(description="The PDF to process")],
     document_class: Annotated[str | None, Form(max_length=64)] = None,
     mode: Annotated[Literal["vector", "raster"] | None, Form()] = None,
@@ -93,7 +96,7 @@ async def submit_job(
     responses={200: {"headers": {"Retry-After": _RETRY_AFTER}}, **error_responses(401, 403, 404, 422, 503)},
 )
 async def get_job(
-    job_id: JobId, response: Response, service: ServiceDep, principal: PrincipalDep,
+    job_id: JobId, response: Response, service: ServiceDep, principal: JobsRead,
     wait: Annotated[float, Query(ge=0, le=3600, description=f"Long-poll up to this many seconds "
                                  f"(capped at {MAX_WAIT_S:g}) until the job is terminal")] = 0.0,
 ) -> JobOut:
@@ -113,14 +116,14 @@ async def get_job(
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut, responses=error_responses(401, 403, 404, 409, 422))
-def cancel_job(job_id: JobId, service: ServiceDep, principal: PrincipalDep) -> JobOut:
+def cancel_job(job_id: JobId, service: ServiceDep, principal: JobsCancel) -> JobOut:
     """Cancel a queued or rendering job; 409 when it is already terminal."""
     return job_out(service.describe(service.cancel(principal, job_id)))
 
 
 @router.delete("/{job_id}", response_model=JobOut, responses=error_responses(401, 403, 404, 409, 422))
 def delete_job(
-    job_id: JobId, service: ServiceDep, principal: PrincipalDep,
+    job_id: JobId, service: ServiceDep, principal: JobsDelete,
     request_id: Annotated[str, Query(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$",
                                      description="The deletion request this fulfils (recorded)")],
 ) -> JobOut:
@@ -129,7 +132,7 @@ def delete_job(
 
 
 @router.get("/{job_id}/events", response_model=EventsOut, responses=error_responses(401, 403, 404, 422))
-def job_events(job_id: JobId, service: ServiceDep, principal: PrincipalDep) -> EventsOut:
+def job_events(job_id: JobId, service: ServiceDep, principal: JobsRead) -> EventsOut:
     """The job's audit timeline and attempt history."""
     events, attempts = service.events(principal, job_id)
     return events_out(job_id, events, attempts)
@@ -137,11 +140,13 @@ def job_events(job_id: JobId, service: ServiceDep, principal: PrincipalDep) -> E
 
 @router.get(
     "/{job_id}/artifact", status_code=307, response_class=RedirectResponse,
-    responses={307: {"description": "Redirect to a short-lived signed URL (send no Authorization there)",
+    responses={307: {"description": "Temporary redirect (307, so the method stays GET and nothing is "
+                                    "cached) to a short-lived signed URL; send no Authorization there",
                      "headers": {"Location": {"schema": {"type": "string"}}}},
                **error_responses(401, 403, 404, 409, 410, 422)},
 )
-def job_artifact(job_id: JobId, service: ServiceDep, principal: PrincipalDep) -> RedirectResponse:
-    """Redirect to `/v1/signed/{token}`, valid for `signed_url_ttl_s`."""
+def job_artifact(job_id: JobId, service: ServiceDep, principal: JobsRead) -> RedirectResponse:
+    """Redirect (307) to `/v1/signed/{token}`, valid for `signed_url_ttl_s` and only while the key that
+    asked for it is not revoked."""
     token = service.artifact_url_token(principal, job_id)
-    return RedirectResponse(f"/v1/signed/{token}", status_code=307, headers={"Cache-Control": "no-store"})
+    return RedirectResponse(f"/v1/signed/{token}", status_code=307, headers=DOWNLOAD_HEADERS)

@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from docfence.api.deps import ServiceDep
 from docfence.api.errors import HTTP_LAYER_CODES, error_responses
-from docfence.api.jobs import MAX_WAIT_S
+from docfence.api.jobs import DOWNLOAD_HEADERS, MAX_WAIT_S
 from docfence.api.wire import CapabilitiesOut, ClassOut, StatusOut
 from docfence.core.errors import DocfenceError, all_codes
 from docfence.core.policy import Mode
@@ -77,16 +77,18 @@ async def readyz(service: ServiceDep) -> JSONResponse:
 )
 def signed_download(token: Annotated[str, Path(min_length=1, max_length=1000)],
                     service: ServiceDep) -> StreamingResponse:
-    """Serve an artifact by signed token (no Authorization). 403 expired or tampered, 410 deleted."""
+    """Serve an artifact by signed token (no Authorization). 403 expired, tampered or minted by a key
+    revoked since; 410 deleted. Bytes that fail their sha256 are never delivered whole: the last chunk
+    is held back until every byte is verified, and a mismatch aborts the connection (and is audited)."""
     download = service.open_signed(token)
     headers = {"Content-Length": str(download.size), "X-Content-SHA256": download.sha256,
-               "Cache-Control": "no-store",
-               "Content-Disposition": f'attachment; filename="{download.job_id}.pdf"'}
+               "Content-Disposition": f'attachment; filename="{download.job_id}.pdf"', **DOWNLOAD_HEADERS}
     return StreamingResponse(_chunks(download), media_type="application/pdf", headers=headers)
 
 
 def _chunks(download: Download) -> Iterator[bytes]:
-    """Streams and verifies; a sha256 mismatch at EOF aborts the response (the client sees a short body)."""
+    """Streams the verified chunks; an integrity error mid-stream aborts the response, so the client
+    sees a body shorter than its Content-Length and fails."""
     try:
         yield from download.chunks
     finally:

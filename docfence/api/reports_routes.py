@@ -9,8 +9,17 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import BaseModel, Field
 
-from docfence.api.deps import PrincipalDep, ServiceDep
+from docfence.api.deps import (
+    ReportsRead,
+    ReportsRequest,
+    SchedulesRead,
+    SchedulesWrite,
+    ServiceDep,
+    TemplatesRead,
+    TemplatesWrite,
+)
 from docfence.api.errors import error_responses
+from docfence.api.gate import BODY_CAP_KEY
 from docfence.api.wire import JobOut, job_out
 from docfence.reports import (
     ProviderObservation,
@@ -22,6 +31,7 @@ from docfence.reports import (
     Templates,
 )
 from docfence.reports.scheduler import add_schedule
+from docfence.reports.templates import MAX_TEMPLATE_BYTES
 from docfence.service import Service
 
 router = APIRouter(prefix="/v1", tags=["reports"])
@@ -47,6 +57,7 @@ class TemplateOut(BaseModel):
     sha256: str
     created_at: datetime
     created_by: str
+    shared: bool = Field(description="Published by an operator for every tenant (else: the caller's own)")
 
 
 class TemplateDetailOut(TemplateOut):
@@ -126,7 +137,7 @@ class ScheduleOut(BaseModel):
 # -- builders -------------------------------------------------------------------------------------------
 def _template_out(info: TemplateInfo) -> TemplateOut:
     return TemplateOut(id=info.id, version=info.version, ref=info.ref, name=info.name, sha256=info.sha256,
-                       created_at=info.created_at, created_by=info.created_by)
+                       created_at=info.created_at, created_by=info.created_by, shared=info.owner is None)
 
 
 def _observation_out(obs: ProviderObservation | None) -> ObservationOut | None:
@@ -163,17 +174,22 @@ def _requests(request: Request, service: Service) -> ReportRequests:
 
 
 # -- templates ------------------------------------------------------------------------------------------
+#: A template bundle may hold MAX_TEMPLATE_BYTES of files, which travel base64-encoded in JSON.
+TEMPLATE_BODY_CAP = MAX_TEMPLATE_BYTES * 4 // 3 + 1024 * 1024
+
+
 @router.post("/templates", status_code=201, response_model=TemplateOut,
              responses={200: {"model": TemplateOut, "description": "Identical to the newest version"},
-                        **error_responses(400, 401, 403, 422)})
+                        **error_responses(400, 401, 403, 409, 413, 422)},
+             openapi_extra={BODY_CAP_KEY: TEMPLATE_BODY_CAP})
 def create_template_version(body: TemplateIn, response: Response, service: ServiceDep,
-                            principal: PrincipalDep) -> TemplateOut:
-    """Create the next version of a template (admin). Versions are immutable; identical content returns
-    the newest version (200)."""
-    principal.require("admin")
+                            principal: TemplatesWrite) -> TemplateOut:
+    """Create the next version of a template. A tenant admin publishes its tenant's templates; an
+    operator publishes templates shared with every tenant. Versions are immutable; identical content
+    returns the newest version (200); an id owned by someone else is 409 template_id_taken."""
     info, created = Templates(service.store).create_from_parts(
         body.id, name=body.name, html=body.html, css=body.css, assets_b64=body.assets,
-        schema=body.json_schema, actor=principal.actor,
+        schema=body.json_schema, actor=principal.actor, owner=principal.template_owner,
     )
     if not created:
         response.status_code = 200
@@ -181,18 +197,19 @@ def create_template_version(body: TemplateIn, response: Response, service: Servi
 
 
 @router.get("/templates", response_model=list[TemplateOut], responses=error_responses(400, 401, 403, 422))
-def list_templates(service: ServiceDep, principal: PrincipalDep,
+def list_templates(service: ServiceDep, principal: TemplatesRead,
                    id: Annotated[str | None, Query(max_length=64)] = None) -> list[TemplateOut]:
-    principal.require("read")
-    return [_template_out(info) for info in Templates(service.store).list(id)]
+    """The caller's own templates and the shared ones."""
+    infos = Templates(service.store).list(id, visible_to=principal.template_owner)
+    return [_template_out(info) for info in infos]
 
 
 @router.get("/templates/{template_id}/versions/{version}", response_model=TemplateDetailOut,
             responses=error_responses(400, 401, 403, 404, 422))
 def get_template_version(template_id: Id, version: Annotated[int, Path(ge=1, le=2**31 - 1)],
-                         service: ServiceDep, principal: PrincipalDep) -> TemplateDetailOut:
-    principal.require("read")
-    tv = Templates(service.store).get(template_id, version)
+                         service: ServiceDep, principal: TemplatesRead) -> TemplateDetailOut:
+    """One version of the caller's own or a shared template (another tenant's answers 404)."""
+    tv = Templates(service.store).get(template_id, version, visible_to=principal.template_owner)
     return TemplateDetailOut(**_template_out(tv.info).model_dump(), html=tv.html, css=tv.css,
                              asset_names=sorted(tv.assets), json_schema=tv.schema)
 
@@ -202,9 +219,9 @@ def get_template_version(template_id: Id, version: Annotated[int, Path(ge=1, le=
              responses={200: {"model": ReportRequestOut, "description": "The same request, created earlier"},
                         **error_responses(400, 401, 403, 404, 409, 422)})
 def create_report_request(body: ReportRequestIn, request: Request, response: Response, service: ServiceDep,
-                          principal: PrincipalDep) -> ReportRequestOut:
-    """Create a report request (one per subject, period and template@version) and its job."""
-    principal.require("submit")
+                          principal: ReportsRequest) -> ReportRequestOut:
+    """Create a report request (one per subject, period and template@version) and its job. The template
+    must be the caller's own or shared (another tenant's answers 404)."""
     spec = RequestSpec(tenant=principal.tenant, subject=body.subject, period=body.period,
                        template=body.template, data=body.data, variant=body.variant,
                        document_class=body.document_class, processor=body.processor)
@@ -218,18 +235,16 @@ def create_report_request(body: ReportRequestIn, request: Request, response: Res
 @router.get("/report-requests/{request_id}", response_model=ReportRequestOut,
             responses=error_responses(400, 401, 403, 404, 422))
 def get_report_request(request_id: Id, request: Request, service: ServiceDep,
-                       principal: PrincipalDep) -> ReportRequestOut:
+                       principal: ReportsRead) -> ReportRequestOut:
     """The request with its jobs (oldest first) and the newest job's last provider observation."""
-    principal.require("read")
     return _request_out(service, _requests(request, service).get(request_id, tenant=principal.tenant))
 
 
 @router.post("/report-requests/{request_id}/retry", status_code=201, response_model=JobOut,
              responses=error_responses(400, 401, 403, 404, 409, 422))
 def retry_report_request(request_id: Id, request: Request, service: ServiceDep,
-                         principal: PrincipalDep) -> JobOut:
+                         principal: ReportsRequest) -> JobOut:
     """A new job linked to the failed (or canceled) newest one; 409 while that job is active."""
-    principal.require("submit")
     job = _requests(request, service).retry(request_id, actor=principal.actor, tenant=principal.tenant)
     return job_out(service.describe(job))
 
@@ -239,9 +254,8 @@ def retry_report_request(request_id: Id, request: Request, service: ServiceDep,
              responses={200: {"model": ScheduleOut, "description": "The existing schedule"},
                         **error_responses(400, 401, 403, 404, 422)})
 def create_schedule(body: ScheduleIn, request: Request, response: Response, service: ServiceDep,
-                    principal: PrincipalDep) -> ScheduleOut:
+                    principal: SchedulesWrite) -> ScheduleOut:
     """Schedule a template monthly: on day D of month M the scheduler requests period M-1."""
-    principal.require("submit")
     schedule, created = add_schedule(
         _requests(request, service), tenant=principal.tenant, subject=body.subject, template=body.template,
         day_of_month=body.day_of_month, catch_up_periods=body.catch_up_periods, variant=body.variant,
@@ -254,6 +268,5 @@ def create_schedule(body: ScheduleIn, request: Request, response: Response, serv
 
 
 @router.get("/schedules", response_model=list[ScheduleOut], responses=error_responses(400, 401, 403))
-def list_schedules(request: Request, service: ServiceDep, principal: PrincipalDep) -> list[ScheduleOut]:
-    principal.require("read")
+def list_schedules(request: Request, service: ServiceDep, principal: SchedulesRead) -> list[ScheduleOut]:
     return [_schedule_out(s) for s in _requests(request, service).store.list_schedules(principal.tenant)]

@@ -1,6 +1,8 @@
 """`docfence keys create|list|revoke`: API keys, straight against the store named by the settings.
 
-`create` prints the new key once, on the last line; only the sha256 of its secret is stored.
+`create` prints the new key once, on the last line; only the sha256 of its secret is stored. Tenant
+keys (`--tenant T --scopes submit,read,admin`, where admin is the tenant admin) and operator keys
+(`--operator`: cross-tenant console, claims, class modes, shared templates) are issued separately.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import sys
 from typing import Any
 
 from docfence.config import load_settings
+from docfence.core.access import OPERATOR, OPERATOR_TENANT
 from docfence.core.errors import DocfenceError
 from docfence.service import Service, build_service
 
@@ -18,8 +21,13 @@ def register(sub: Any) -> None:
     keys = sub.add_parser("keys", help="create, list and revoke API keys")
     keys_sub = keys.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
     create = keys_sub.add_parser("create", help="create a key (printed once, on the last line)")
-    create.add_argument("--tenant", required=True)
-    create.add_argument("--scopes", default="submit,read", help="comma-separated: submit,read,admin")
+    who = create.add_mutually_exclusive_group(required=True)
+    who.add_argument("--tenant", help="a tenant key for this tenant")
+    who.add_argument("--operator", action="store_true",
+                     help="an operator key: every tenant's console, pause/resume/drain, class modes, "
+                          "shared templates; no tenant's jobs")
+    create.add_argument("--scopes", default="submit,read",
+                        help="tenant keys: comma-separated submit,read,admin (admin: the tenant admin)")
     create.add_argument("--name", default="")
     create.set_defaults(func=run_create)
     listing = keys_sub.add_parser("list", help="list keys (never their secrets)")
@@ -36,8 +44,15 @@ def _service() -> Service:
 
 def run_create(args: argparse.Namespace) -> int:
     scopes = tuple(s.strip() for s in args.scopes.split(",") if s.strip())
+    if args.operator:
+        tenant, scopes = OPERATOR_TENANT, (OPERATOR,)
+    elif OPERATOR in scopes:
+        print("docfence: operator keys are issued with --operator, never as a tenant scope", file=sys.stderr)
+        return 2
+    else:
+        tenant = args.tenant
     try:
-        record, key = _service().create_api_key(args.tenant, scopes, name=args.name, actor="cli")
+        record, key = _service().create_api_key(tenant, scopes, name=args.name, actor="cli")
     except DocfenceError as exc:
         print(f"docfence: {exc.code}: {exc.message}", file=sys.stderr)
         return 2

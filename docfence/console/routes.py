@@ -1,7 +1,9 @@
-"""Routes of the operator console (`/console`, `/console/api/...`, read or admin key) and `/metrics`.
+"""Routes of the console (`/console`, `/console/api/...`) and `/metrics`.
 
-The page itself is static and holds no data; every JSON call sends `Authorization: Bearer <key>`.
-A non-admin key sees its own tenant only; pausing and resuming claims needs admin.
+The page itself is static and holds no data; every JSON call sends `Authorization: Bearer <key>` and
+is checked against core.access like every API route: a tenant key (read or admin) sees its own tenant
+only, with worker hosts and pids replaced by aliases; an operator key sees every tenant and alone may
+pause and resume claims and change class modes.
 """
 
 from __future__ import annotations
@@ -14,12 +16,12 @@ from fastapi.responses import FileResponse, Response
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
-from docfence.api.deps import PrincipalDep, ServiceDep
+from docfence.api.deps import ConsoleRead, OpsClaims, OpsModes, ServiceDep
 from docfence.console import views
-from docfence.core.errors import NotFound
+from docfence.core.errors import InvalidRequest, NotFound
 from docfence.observability.exposition import CONTENT_TYPE_LATEST, render_metrics
 from docfence.observability.inspect import inspect_job, inspection_dict
-from docfence.service import Principal
+from docfence.service import Principal, Service
 
 STATIC = Path(__file__).parent / "static"
 _FILES = {"console.js": "text/javascript", "console.css": "text/css"}
@@ -37,10 +39,37 @@ class PauseIn(BaseModel):
     reason: str | None = Field(default=None, max_length=200)
 
 
+class ModeIn(BaseModel):
+    document_class: str = Field(min_length=1, max_length=64)
+    mode: Literal["vector", "raster"]
+
+
 def _tenant(principal: Principal) -> str | None:
-    """Console reads need `read` (admin implies it); only admin keys see every tenant."""
-    principal.require("read")
-    return None if "admin" in principal.scopes else principal.tenant
+    """The tenant this key's console view is limited to (None: every tenant, for an operator)."""
+    return principal.tenant_view
+
+
+def _mask_workers(detail: dict[str, Any], principal: Principal, service: Service) -> dict[str, Any]:
+    """Worker hosts and pids only for operators; tenant views get the stable aliases /v1 shows."""
+    if principal.allows("ops.workers"):
+        return detail
+    alias, seen = service.worker_alias, set()
+    job = detail["job"]
+    if job.get("lease_owner"):
+        seen.add(job["lease_owner"])
+        job["lease_owner"] = alias(job["lease_owner"])
+    for attempt in detail["attempts"]:
+        seen.add(attempt["worker"])
+        attempt["worker"] = alias(attempt["worker"])
+    for event in detail["timeline"]:
+        seen.add(event["actor"])
+        event["actor"] = alias(event["actor"])
+    steps = detail["next_steps"]
+    for name in sorted(seen, key=len, reverse=True):  # the explanations quote the lease owner
+        if alias(name) != name:
+            steps = [step.replace(name, alias(name)) for step in steps]
+    detail["next_steps"] = steps
+    return detail
 
 
 @router.get("/console")
@@ -57,17 +86,19 @@ def console_static(name: str) -> FileResponse:
 
 
 @router.get("/console/api/whoami")
-def whoami(principal: PrincipalDep) -> dict[str, Any]:
+def whoami(principal: ConsoleRead) -> dict[str, Any]:
     tenant = _tenant(principal)
-    return {"tenant": principal.tenant, "all_tenants": tenant is None, "admin": "admin" in principal.scopes}
+    return {"tenant": None if principal.is_operator else principal.tenant, "all_tenants": tenant is None,
+            "operator": principal.allows("ops.claims"), "admin": "admin" in principal.scopes}
 
 
 @router.get("/console/api/summary")
-def summary(service: ServiceDep, principal: PrincipalDep) -> dict[str, Any]:
+def summary(service: ServiceDep, principal: ConsoleRead) -> dict[str, Any]:
     tenant, store = _tenant(principal), service.store
     now = store.now()
+    leases = store.valid_lease_count() if tenant is None else None  # a count over every tenant
     return {"now": now.isoformat(), "counts": views.counts(store, tenant),
-            "paused": store.paused_scopes(), "valid_leases": store.valid_lease_count(),
+            "paused": store.paused_scopes(), "valid_leases": leases,
             "class_modes": store.class_modes(), "age": views.age_chart(store, tenant, now),
             "throughput": views.throughput_chart(store, tenant, now),
             "duration": views.duration_chart(store, tenant)}
@@ -75,7 +106,7 @@ def summary(service: ServiceDep, principal: PrincipalDep) -> dict[str, Any]:
 
 @router.get("/console/api/jobs")
 def jobs(
-    service: ServiceDep, principal: PrincipalDep,
+    service: ServiceDep, principal: ConsoleRead,
     state: Annotated[StateName | None, Query()] = None,
     mode: Annotated[Literal["vector", "raster"] | None, Query()] = None,
     document_class: Annotated[str | None, Query(max_length=64)] = None,
@@ -91,26 +122,35 @@ def jobs(
 
 
 @router.get("/console/api/jobs/{job_id}")
-def job_detail(job_id: str, service: ServiceDep, principal: PrincipalDep) -> dict[str, Any]:
+def job_detail(job_id: str, service: ServiceDep, principal: ConsoleRead) -> dict[str, Any]:
     own = _tenant(principal)
     ins = inspect_job(service.store, job_id)
     if own is not None and ins.job.tenant != own:
         raise NotFound(f"no job {job_id}")  # another tenant's job looks missing
-    return inspection_dict(ins)
+    return _mask_workers(inspection_dict(ins), principal, service)
 
 
 @router.post("/console/api/pause")
-def pause(body: PauseIn, service: ServiceDep, principal: PrincipalDep) -> dict[str, Any]:
-    principal.require("admin")
+def pause(body: PauseIn, service: ServiceDep, principal: OpsClaims) -> dict[str, Any]:
+    """Stop new claims (all, or one mode) for every tenant; draining is pausing and watching
+    `valid_leases` in the summary fall to zero."""
     service.store.pause_claims(body.scope, actor=principal.actor, reason=body.reason)
     return {"paused": service.store.paused_scopes()}
 
 
 @router.post("/console/api/resume")
-def resume(body: PauseIn, service: ServiceDep, principal: PrincipalDep) -> dict[str, Any]:
-    principal.require("admin")
+def resume(body: PauseIn, service: ServiceDep, principal: OpsClaims) -> dict[str, Any]:
     service.store.resume_claims(body.scope, actor=principal.actor)
     return {"paused": service.store.paused_scopes()}
+
+
+@router.post("/console/api/class-modes")
+def set_class_mode(body: ModeIn, service: ServiceDep, principal: OpsModes) -> dict[str, Any]:
+    """Route *new* jobs of a document class to another mode (running and queued jobs keep theirs)."""
+    if body.document_class not in service.settings.all_classes():
+        raise InvalidRequest(f"unknown document class {body.document_class!r}")
+    service.store.set_class_mode(body.document_class, body.mode, actor=principal.actor)
+    return {"class_modes": service.store.class_modes()}
 
 
 @metrics_router.get("/metrics")

@@ -6,6 +6,7 @@
     │   ├── NotFound
     │   ├── IdempotencyConflict        same key, different request
     │   ├── IllegalTransition          not in core.states.TRANSITIONS
+    │   ├── TemplateIdTaken            the template id belongs to another tenant (or is shared)
     │   ├── StaleAttempt               fenced update matched zero rows: discard the work
     │   │   └── LeaseLost              heartbeat refused: the lease belongs to nobody or someone else
     │   └── StoreUnavailable           connection dropped / database locked
@@ -23,7 +24,9 @@
     ├── ProviderError                  outside renderers (see providers/)
     ├── RequestError                   the service boundary: a caller's request is refused
     │   ├── InvalidRequest, Unauthorized, Forbidden, UploadTooLarge
-    │   └── ArtifactNotReady, ArtifactGone, SignedUrlInvalid, SignedUrlExpired
+    │   ├── ArtifactNotReady, ArtifactGone, SignedUrlExpired
+    │   └── SignedUrlInvalid
+    │       └── SignedUrlRevoked       the key that minted the link was revoked
     └── ApiError                       client side: HTTP answers, poll timeouts
 """
 
@@ -72,6 +75,12 @@ class IllegalTransition(StoreError):
     """That transition is not in the state machine."""
 
     code = "illegal_transition"
+
+
+class TemplateIdTaken(StoreError):
+    """That template id belongs to another owner."""
+
+    code = "template_id_taken"
 
 
 class StaleAttempt(StoreError):
@@ -262,6 +271,12 @@ class SignedUrlInvalid(RequestError):
     """The download link is invalid."""
 
     code = "signed_url_invalid"
+
+
+class SignedUrlRevoked(SignedUrlInvalid):
+    """The API key that created this download link was revoked."""
+
+    code = "signed_url_revoked"
 
 
 class SignedUrlExpired(RequestError):

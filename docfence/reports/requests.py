@@ -87,9 +87,10 @@ class ReportRequests:
     def create(self, spec: RequestSpec, *, actor: str) -> tuple[RequestDetail, bool]:
         """(detail, created). Creating the same request again returns it (and its one initial job).
 
-        Raises InvalidRequest, NotFound (template version), IdempotencyConflict (same key, other data)."""
+        Raises InvalidRequest, NotFound (a template version that is missing, or another tenant's),
+        IdempotencyConflict (same key, other data)."""
         template_id, version = self._check(spec)
-        template = self.store.get_template(template_id, version)
+        template = self.store.get_template(template_id, version, visible_to=spec.tenant)
         policy = self._policy(spec)
         digest = data_sha256(spec.data)
         request, created = self.store.insert_report_request(

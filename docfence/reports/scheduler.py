@@ -98,7 +98,7 @@ def add_schedule(
     if variant not in VARIANTS:
         raise InvalidRequest(f"variant must be one of {sorted(v for v in VARIANTS if v)} or null")
     store = requests.store
-    store.get_template(template_id, version)  # NotFound for an unknown version
+    store.get_template(template_id, version, visible_to=tenant)  # NotFound: unknown or another tenant's
     try:
         policy = requests.settings.policy_for(document_class)
     except ConfigError as exc:

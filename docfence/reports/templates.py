@@ -1,5 +1,9 @@
 """Template versions: create (version = max + 1, content hash, JSON Schema checked), read and list.
-A version is never edited; creating identical content again returns the newest version unchanged."""
+A version is never edited; creating identical content again returns the newest version unchanged.
+
+Every template id has one owner: the tenant whose admin created it, or nobody (None) for a template an
+operator shared with every tenant. Reads take `visible_to` (store.reports.ALL_TENANTS, a tenant, or
+None for an operator); another tenant's template is indistinguishable from a missing one."""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ from docfence.core.errors import ConfigError, NotFound, TemplateError
 from docfence.engines.report_bundle import TemplateBundle, load_bundle, template_hash
 from docfence.engines.report_data import check_schema
 from docfence.store.base import Store
-from docfence.store.reports import TemplateInfo, TemplateVersion
+from docfence.store.reports import ALL_TENANTS, TemplateInfo, TemplateVersion
 from docfence.store.sqlstore import SqlStore
 
 log = logging.getLogger(__name__)
@@ -54,10 +58,11 @@ class Templates:
         self.store = report_store(store)
 
     def create_version(
-        self, template_id: str, bundle: TemplateBundle, *, actor: str
+        self, template_id: str, bundle: TemplateBundle, *, actor: str, owner: str | None = None
     ) -> tuple[TemplateInfo, bool]:
         """(info, created). Raises TemplateError for a bad id, an oversized bundle or an invalid schema
-        (including one that refers outside itself: such a reference is refused here, naming it)."""
+        (including one that refers outside itself: such a reference is refused here, naming it);
+        TemplateIdTaken when the id belongs to another owner (`owner` None: shared by an operator)."""
         check_template_id(template_id)
         size = len(bundle.html) + len(bundle.css) + sum(len(v) for v in bundle.assets.values())
         if size > MAX_TEMPLATE_BYTES:
@@ -65,21 +70,21 @@ class Templates:
         check_schema(bundle.schema)
         sha = template_hash(bundle)
         try:
-            latest = self.store.get_template(template_id)
+            latest = self.store.get_template(template_id, visible_to=owner)
         except NotFound:
             latest = None
-        if latest is not None and latest.info.sha256 == sha:
+        if latest is not None and latest.info.owner == owner and latest.info.sha256 == sha:
             return latest.info, False
         version = self.store.insert_template_version(
             template_id, name=bundle.name, sha256=sha, html=bundle.html, css=bundle.css,
-            assets=encode_assets(bundle), schema=bundle.schema, actor=actor,
+            assets=encode_assets(bundle), schema=bundle.schema, actor=actor, owner=owner,
         )
         log.info("template %s version %d created", template_id, version.info.version)
         return version.info, True
 
     def create_from_parts(
         self, template_id: str, *, name: str | None, html: str, css: str, assets_b64: dict[str, str],
-        schema: dict[str, Any], actor: str,
+        schema: dict[str, Any], actor: str, owner: str | None = None,
     ) -> tuple[TemplateInfo, bool]:
         """`create_version` from wire parts (assets as base64); raises TemplateError on bad base64."""
         try:
@@ -87,14 +92,17 @@ class Templates:
         except (binascii.Error, ValueError) as exc:
             raise TemplateError("template assets must map names to base64 text") from exc
         bundle = TemplateBundle(name=name or template_id, html=html, css=css, assets=assets, schema=schema)
-        return self.create_version(template_id, bundle, actor=actor)
+        return self.create_version(template_id, bundle, actor=actor, owner=owner)
 
-    def create_from_dir(self, template_id: str, path: str | Path, *, actor: str) -> tuple[TemplateInfo, bool]:
+    def create_from_dir(self, template_id: str, path: str | Path, *, actor: str,
+                        owner: str | None = None) -> tuple[TemplateInfo, bool]:
         """Load template.html, style.css, schema.json and assets from a folder, then `create_version`."""
-        return self.create_version(template_id, load_bundle(path, name=template_id), actor=actor)
+        return self.create_version(template_id, load_bundle(path, name=template_id), actor=actor, owner=owner)
 
-    def get(self, template_id: str, version: int | None = None) -> TemplateVersion:
-        return self.store.get_template(template_id, version)
+    def get(self, template_id: str, version: int | None = None, *,
+            visible_to: str | None = ALL_TENANTS) -> TemplateVersion:
+        return self.store.get_template(template_id, version, visible_to=visible_to)
 
-    def list(self, template_id: str | None = None) -> list[TemplateInfo]:
-        return self.store.list_templates(template_id)
+    def list(self, template_id: str | None = None, *,
+             visible_to: str | None = ALL_TENANTS) -> list[TemplateInfo]:
+        return self.store.list_templates(template_id, visible_to=visible_to)

@@ -12,17 +12,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from docfence.core.errors import LeaseLost, NotFound
+from docfence.core.errors import LeaseLost, NotFound, TemplateIdTaken
 from docfence.core.records import Claim, Job
 from docfence.core.states import Event, JobState, transition
 from docfence.store.sqlbase import Row, SqlBase, _json
 
 REPORTS_CHAIN = "reports"  # the audit chain of template, request and schedule events
+#: `visible_to` of template reads: every template (internal use, the CLI). None means shared templates
+#: only (an operator); a tenant name means that tenant's own templates and the shared ones.
+ALL_TENANTS = "*"
 
 
 @dataclass(frozen=True)
 class TemplateInfo:
-    """One immutable template version without its bodies."""
+    """One immutable template version without its bodies; `owner` is the tenant that owns the template
+    id, or None when an operator shared it with every tenant."""
 
     id: str
     version: int
@@ -30,6 +34,7 @@ class TemplateInfo:
     sha256: str
     created_at: datetime
     created_by: str
+    owner: str | None = None
 
     @property
     def ref(self) -> str:
@@ -107,12 +112,18 @@ class ProviderObservation:
 
 def _template_info(row: Row) -> TemplateInfo:
     return TemplateInfo(row["id"], int(row["version"]), row["name"], row["sha256"], row["created_at"],
-                        row["created_by"])
+                        row["created_by"], row.get("owner"))
 
 
 def _template(row: Row) -> TemplateVersion:
     return TemplateVersion(_template_info(row), row["html"], row["css"], dict(_json(row["assets"])),
                            dict(_json(row["json_schema"])))
+
+
+def _taken_message(template_id: str, claimed: Row | None) -> str:
+    if claimed is not None and claimed["tenant"] is None:
+        return f"template {template_id} is shared; only operators publish its versions"
+    return f"template id {template_id} belongs to another owner; choose another id"
 
 
 def _fields(cls: type, row: Row) -> dict[str, Any]:
@@ -125,34 +136,47 @@ class ReportQueries(SqlBase):
     # -- templates ---------------------------------------------------------------------------------
     def insert_template_version(
         self, template_id: str, *, name: str, sha256: str, html: str, css: str, assets: dict[str, str],
-        schema: dict[str, Any], actor: str,
+        schema: dict[str, Any], actor: str, owner: str | None = None,
     ) -> TemplateVersion:
-        """Add version max+1 of `template_id` (a new version; an existing one is never changed)."""
+        """Add version max+1 of `template_id` (a new version; an existing one is never changed).
+
+        The first version names the id's owner (a tenant, or None: shared with every tenant); a later
+        version by any other owner raises TemplateIdTaken and stores nothing."""
         with self._tx() as tx:
+            tx.run("claim_template_owner", id=template_id, owner=owner, created_by=actor,
+                   now=self._now_param())
+            claimed = tx.one("get_template_owner", id=template_id)
+            if claimed is None or claimed["tenant"] != owner:
+                raise TemplateIdTaken(_taken_message(template_id, claimed))
             row = tx.one("insert_template_version", id=template_id, template_name=name, sha256=sha256,
                          html=html, css=css, assets=json.dumps(assets, sort_keys=True),
                          json_schema=json.dumps(schema, sort_keys=True), created_by=actor,
                          now=self._now_param())
             assert row is not None
             self._append_event(tx, "template_version_created", actor=actor, job_id=None, reason=None,
-                               details={"template": f"{template_id}@{row['version']}", "sha256": sha256},
+                               details={"template": f"{template_id}@{row['version']}", "sha256": sha256,
+                                        "shared": owner is None},
                                chain=REPORTS_CHAIN)
-        return _template(row)
+        return _template({**row, "owner": owner})
 
-    def get_template(self, template_id: str, version: int | None = None) -> TemplateVersion:
-        """One version (the newest when `version` is None); raises NotFound."""
+    def get_template(self, template_id: str, version: int | None = None, *,
+                     visible_to: str | None = ALL_TENANTS) -> TemplateVersion:
+        """One version (the newest when `version` is None) that `visible_to` may see (see ALL_TENANTS);
+        raises NotFound, for another tenant's template exactly as for a missing one."""
         with self._tx(write=False) as tx:
             if version is None:
-                row = tx.one("get_latest_template", id=template_id)
+                row = tx.one("get_latest_template", id=template_id, visible_to=visible_to)
             else:
-                row = tx.one("get_template", id=template_id, version=version)
+                row = tx.one("get_template", id=template_id, version=version, visible_to=visible_to)
         if row is None:
             raise NotFound(f"no template {template_id}@{version or 'latest'}")
         return _template(row)
 
-    def list_templates(self, template_id: str | None = None, *, limit: int = 500) -> list[TemplateInfo]:
+    def list_templates(self, template_id: str | None = None, *, visible_to: str | None = ALL_TENANTS,
+                       limit: int = 500) -> list[TemplateInfo]:
         with self._tx(write=False) as tx:
-            return [_template_info(r) for r in tx.all("list_templates", id=template_id, limit=limit)]
+            rows = tx.all("list_templates", id=template_id, visible_to=visible_to, limit=limit)
+        return [_template_info(r) for r in rows]
 
     # -- report requests ---------------------------------------------------------------------------
     def insert_report_request(

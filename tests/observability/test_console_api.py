@@ -1,5 +1,6 @@
-"""The console's JSON endpoints: keys required (401/403), tenants kept apart, admin-only claim pauses,
-and nothing that names document bytes, storage keys or keys."""
+"""The console's JSON endpoints: keys required (401/403), tenants kept apart (a tenant admin too),
+operator-only claim pauses and class modes, and nothing that names document bytes, storage keys, keys
+or (for tenant keys) worker hosts and pids."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def test_read_key_sees_its_tenant_only_and_cannot_pause(served: Served) -> None:
     read = served.service.create_api_key("acme", ("read",))[1]
     with httpx.Client(base_url=served.base_url, headers=_auth(read), timeout=10) as http:
         assert http.get("/console/api/whoami").json() == {"tenant": "acme", "all_tenants": False,
-                                                          "admin": False}
+                                                          "operator": False, "admin": False}
         rows = http.get("/console/api/jobs", params={"tenant": "other"}).json()["jobs"]
         assert [r["id"] for r in rows] == [mine.id]
         assert http.get("/console/api/summary").json()["counts"]["queued"] == 1
@@ -47,9 +48,30 @@ def test_read_key_sees_its_tenant_only_and_cannot_pause(served: Served) -> None:
         assert http.post("/console/api/pause", json={"scope": "raster"}).status_code == 403
 
 
-def test_admin_sees_everything_and_pauses_claims(served: Served) -> None:
+def test_a_tenant_admin_sees_its_tenant_only_and_cannot_pause(served: Served) -> None:
+    mine, theirs = submit(served.store, tenant="acme"), submit(served.store, tenant="other")
+    served.store.claim("host-4242-abcdef", limit=5)
+    admin = served.service.create_api_key("acme", ("admin",))[1]
+    with httpx.Client(base_url=served.base_url, headers=_auth(admin), timeout=10) as http:
+        assert http.get("/console/api/whoami").json() == {"tenant": "acme", "all_tenants": False,
+                                                          "operator": False, "admin": True}
+        rows = http.get("/console/api/jobs", params={"tenant": "other"}).json()["jobs"]
+        assert [r["id"] for r in rows] == [mine.id]
+        summary = http.get("/console/api/summary").json()
+        assert summary["counts"]["rendering"] == 1 and summary["valid_leases"] is None
+        assert http.get(f"/console/api/jobs/{theirs.id}").status_code == 404
+        detail = http.get(f"/console/api/jobs/{mine.id}").json()
+        for path in ("/console/api/pause", "/console/api/resume"):
+            assert http.post(path, json={"scope": "all"}).status_code == 403
+        mode = http.post("/console/api/class-modes", json={"document_class": "default", "mode": "raster"})
+        assert mode.status_code == 403
+    assert "4242" not in repr(detail) and detail["attempts"][0]["worker"].startswith("worker-")
+    assert served.store.paused_scopes() == [] and served.store.class_modes() == {}
+
+
+def test_operator_sees_everything_and_pauses_claims(served: Served) -> None:
     a, b = submit(served.store, tenant="acme"), submit(served.store, tenant="other", mode="raster")
-    admin = served.service.create_api_key("ops", ("admin",))[1]
+    admin = served.service.create_api_key("ops", ("operator",))[1]
     with httpx.Client(base_url=served.base_url, headers=_auth(admin), timeout=10) as http:
         summary = http.get("/console/api/summary").json()
         assert summary["counts"]["queued"] == 2 and summary["age"]["series"]["queued"][-1] == 0
@@ -62,6 +84,10 @@ def test_admin_sees_everything_and_pauses_claims(served: Served) -> None:
         assert http.post("/console/api/pause", json={"scope": "raster", "reason": "rollback"}).json() == {
             "paused": ["raster"]}
         assert http.post("/console/api/resume", json={"scope": "raster"}).json() == {"paused": []}
+        assert http.post("/console/api/class-modes", json={"document_class": "default", "mode": "raster"}
+                         ).json() == {"class_modes": {"default": "raster"}}
+        assert http.post("/console/api/class-modes", json={"document_class": "nope", "mode": "raster"}
+                         ).status_code == 422
     assert detail["job"]["state"] == "queued" and detail["next_steps"]
     text = repr(detail)
     assert "input.pdf" not in text and "CONFIDENTIAL" not in text and "dfk_" not in text

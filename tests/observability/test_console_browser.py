@@ -86,7 +86,7 @@ def test_console_follows_a_job_from_queued_to_succeeded(
     page: Any, served: Served, start_worker: Callable[[], Worker]
 ) -> None:
     job_id = _submit(served)
-    admin = served.service.create_api_key("ops", ("admin",))[1]
+    admin = served.service.create_api_key("ops", ("operator",))[1]
     page.goto(f"{served.base_url}/console")
     page.fill("#key", admin)
     page.click("#key-form button[type=submit]")

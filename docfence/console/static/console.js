@@ -32,7 +32,7 @@ async function api(path, options) {
   if (options && options.body) headers["Content-Type"] = "application/json";
   const resp = await fetch(path, Object.assign({ headers, cache: "no-store" }, options || {}));
   if (resp.status === 401 || resp.status === 403) {
-    let msg = resp.status === 401 ? "a valid API key is required" : "this key lacks the read or admin scope";
+    let msg = resp.status === 401 ? "a valid API key is required" : "this key lacks the read, admin or operator scope";
     try { msg = (await resp.json()).error.message || msg; } catch (e) { /* keep the default */ }
     refuse(resp.status, msg);
     throw new Refused(msg);
@@ -46,7 +46,7 @@ function refuse(status, message) {
   timer = null;
   me = null;
   $("refusal-text").textContent = "Refused (" + status + "): " + message +
-    ". The console needs an admin or read API key.";
+    ". The console needs a read, admin or operator API key.";
   $("who").textContent = "";
   $("logout").hidden = true;
   show("refusal", "login");
@@ -107,7 +107,8 @@ async function loadOverview() {
   $("counts").replaceChildren(...cards);
   const oldest = s.age.oldest_s;
   $("status-line").textContent = "oldest queued " + fmtAge(oldest.queued) + ", oldest rendering " +
-    fmtAge(oldest.rendering) + "; valid leases " + s.valid_leases + "; claims paused: " +
+    fmtAge(oldest.rendering) + (s.valid_leases === null ? "" : "; valid leases " + s.valid_leases) +
+    "; claims paused: " +
     (s.paused.length ? s.paused.join(", ") : "nothing") + "; store time " + s.now;
   drawCharts(s);
   const q = new URLSearchParams();
@@ -174,9 +175,10 @@ async function refresh() {
   try {
     if (!me) {
       me = await api("/console/api/whoami");
-      $("who").textContent = "tenant " + me.tenant + (me.admin ? " (admin, all tenants)" : " (read)");
+      $("who").textContent = me.operator ? "operator (all tenants)"
+        : "tenant " + me.tenant + (me.admin ? " (tenant admin)" : " (read)");
       $("logout").hidden = false;
-      $("admin").hidden = !me.admin;
+      $("admin").hidden = !me.operator;
       if (!me.all_tenants) $("f-tenant").disabled = true;
     }
     const m = location.hash.match(/^#\/job\/(.+)$/);

@@ -227,7 +227,7 @@ SELECT * FROM class_modes ORDER BY document_class;
 DELETE FROM audit_events; DELETE FROM audit_chains; DELETE FROM artifacts; DELETE FROM attempts;
 DELETE FROM claim_pauses; DELETE FROM class_modes; DELETE FROM jobs;
 DELETE FROM provider_observations; DELETE FROM report_requests; DELETE FROM schedules;
-DELETE FROM templates;
+DELETE FROM templates; DELETE FROM template_owners;
 
 -- name: insert_api_key
 -- Store a new key's hash (never the key).

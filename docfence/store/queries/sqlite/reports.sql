@@ -9,18 +9,34 @@ SELECT :id, coalesce(max(version), 0) + 1, :template_name, :sha256, :html, :css,
   FROM templates WHERE id = :id
 RETURNING *;
 
+-- name: claim_template_owner
+-- The first version of a template id names its owner (a tenant, or NULL: shared); later calls change nothing.
+INSERT INTO template_owners (template_id, tenant, created_at, created_by)
+VALUES (:id, :owner, coalesce(:now, (julianday('now') - 2440587.5) * 86400.0), :created_by)
+ON CONFLICT (template_id) DO NOTHING;
+
+-- name: get_template_owner
+-- Who owns a template id (no row: the id is unused).
+SELECT template_id, tenant FROM template_owners WHERE template_id = :id;
+
 -- name: get_template
--- One template version.
-SELECT * FROM templates WHERE id = :id AND version = :version;
+-- One template version with its owner, if :visible_to may see it ('*': anyone; NULL: shared ones only;
+-- a tenant: its own and shared ones).
+SELECT t.*, o.tenant AS owner FROM templates t JOIN template_owners o ON o.template_id = t.id
+ WHERE t.id = :id AND t.version = :version AND (:visible_to = '*' OR o.tenant IS NULL OR o.tenant = :visible_to);
 
 -- name: get_latest_template
--- The newest version of a template.
-SELECT * FROM templates WHERE id = :id ORDER BY version DESC LIMIT 1;
+-- The newest version of a template, with the same visibility rule as get_template.
+SELECT t.*, o.tenant AS owner FROM templates t JOIN template_owners o ON o.template_id = t.id
+ WHERE t.id = :id AND (:visible_to = '*' OR o.tenant IS NULL OR o.tenant = :visible_to)
+ ORDER BY t.version DESC LIMIT 1;
 
 -- name: list_templates
--- Template versions (without their bodies), optionally of one template.
-SELECT id, version, name, sha256, created_at, created_by FROM templates
- WHERE (:id IS NULL OR id = :id) ORDER BY id, version LIMIT :limit;
+-- Template versions (without their bodies) that :visible_to may see, optionally of one template.
+SELECT t.id, t.version, t.name, t.sha256, t.created_at, t.created_by, o.tenant AS owner
+  FROM templates t JOIN template_owners o ON o.template_id = t.id
+ WHERE (:id IS NULL OR t.id = :id) AND (:visible_to = '*' OR o.tenant IS NULL OR o.tenant = :visible_to)
+ ORDER BY t.id, t.version LIMIT :limit;
 
 -- name: insert_report_request
 -- Create a report request, or nothing when (tenant, subject, period, template@version) exists.
@@ -136,3 +152,4 @@ SELECT * FROM provider_observations WHERE job_id = :job_id;
 -- name: truncate_reports
 -- Tests only: empty the report pipeline's tables.
 DELETE FROM provider_observations; DELETE FROM schedules; DELETE FROM report_requests; DELETE FROM templates;
+DELETE FROM template_owners;

@@ -1,0 +1,90 @@
+"""Who may do what: the scopes an API key carries, the principal behind a key, and the one permission
+table that every route, console call and use case checks (`Principal.require`).
+
+Two kinds of key, issued separately (`docfence keys create`):
+- tenant keys carry any of `submit`, `read`, `admin`. `admin` is the tenant admin: every permission
+  within its own tenant (delete jobs, publish the tenant's templates, schedules, its console view) and
+  nothing outside it. Keys created with scope `admin` before roles were split keep it with this
+  meaning: they lost the cross-tenant powers and never became operators.
+- operator keys carry `operator` alone: the cross-tenant console, pausing and resuming claims,
+  draining, class modes, and publishing templates shared with every tenant. They hold no tenant's
+  data rights (no submit, read, download or delete of jobs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from docfence.core.errors import Forbidden, InvalidRequest
+
+TENANT_SCOPES = ("submit", "read", "admin")
+OPERATOR = "operator"
+SCOPES = (*TENANT_SCOPES, OPERATOR)
+#: The tenant column of operator keys. It grants nothing: operators hold no tenant permission, and
+#: their cross-tenant views and shared templates never compare it with a tenant.
+OPERATOR_TENANT = "operators"
+
+#: permission -> the scopes that grant it. Tenant-scoped permissions act on the key's own tenant only;
+#: the operator's act on every tenant (console, claims, modes) or on shared templates.
+PERMISSIONS: dict[str, frozenset[str]] = {
+    "jobs.submit": frozenset({"submit", "admin"}),
+    "jobs.read": frozenset({"read", "admin"}),
+    "jobs.cancel": frozenset({"submit", "admin"}),
+    "jobs.delete": frozenset({"admin"}),
+    "templates.read": frozenset({"read", "admin", OPERATOR}),  # operator: shared templates only
+    "templates.write": frozenset({"admin", OPERATOR}),  # admin: its tenant's; operator: shared ones
+    "reports.request": frozenset({"submit", "admin"}),
+    "reports.read": frozenset({"read", "admin"}),
+    "schedules.write": frozenset({"submit", "admin"}),
+    "schedules.read": frozenset({"read", "admin"}),
+    "console.read": frozenset({"read", "admin", OPERATOR}),  # tenant keys: their own tenant only
+    "ops.claims": frozenset({OPERATOR}),  # pause, resume, drain
+    "ops.modes": frozenset({OPERATOR}),
+    "ops.workers": frozenset({OPERATOR}),  # see worker hosts and process ids in timelines
+}
+
+
+def check_scopes(scopes: tuple[str, ...]) -> tuple[str, ...]:
+    """The scopes of a new key: a non-empty subset of TENANT_SCOPES, or `operator` alone."""
+    bad = [s for s in scopes if s not in SCOPES]
+    if not scopes or bad:
+        raise InvalidRequest(f"scopes must be a non-empty subset of {', '.join(TENANT_SCOPES)}, or "
+                             f"{OPERATOR} alone")
+    if OPERATOR in scopes and len(set(scopes)) > 1:
+        raise InvalidRequest("an operator key carries no tenant scope: issue it on its own")
+    return tuple(dict.fromkeys(scopes))
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The caller behind one API key: its tenant and scopes."""
+
+    key_id: str
+    tenant: str
+    scopes: tuple[str, ...]
+
+    @property
+    def actor(self) -> str:
+        return f"key:{self.key_id}"
+
+    @property
+    def is_operator(self) -> bool:
+        return OPERATOR in self.scopes
+
+    def allows(self, permission: str) -> bool:
+        return not PERMISSIONS[permission].isdisjoint(self.scopes)
+
+    def require(self, permission: str) -> None:
+        """Raises Forbidden (403) unless one of the key's scopes grants `permission`."""
+        if not self.allows(permission):
+            raise Forbidden(f"this API key may not do {permission}")
+
+    @property
+    def tenant_view(self) -> str | None:
+        """The tenant whose records this key sees in cross-tenant views (None: every tenant)."""
+        return None if self.is_operator else self.tenant
+
+    @property
+    def template_owner(self) -> str | None:
+        """Who owns templates this key publishes: its tenant, or None (shared) for an operator."""
+        return None if self.is_operator else self.tenant
