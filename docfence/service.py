@@ -14,7 +14,7 @@ import re
 import secrets
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -33,6 +33,7 @@ from docfence.core.errors import (
     DocfenceError,
     Forbidden,
     InvalidRequest,
+    InvalidWatermark,
     NotFound,
     SignedUrlRevoked,
     Unauthorized,
@@ -174,6 +175,15 @@ class Service:
         return job, created
 
     def _policy(self, request: SubmitRequest) -> JobPolicy:
+        """The frozen policy of a submission; InvalidWatermark (400) for a bad watermark spec,
+        InvalidRequest (422) for anything else the caller chose wrongly."""
+        watermark = None
+        if request.watermark is not None:
+            try:
+                base = self.settings.document_class(request.document_class).watermark
+            except ConfigError as exc:
+                raise InvalidRequest(str(exc)) from exc
+            watermark = _watermark(base, request.watermark)
         try:
             cls = self.settings.document_class(request.document_class)
             mode = request.mode or self.store.class_modes().get(cls.name)
@@ -182,8 +192,8 @@ class Service:
             overrides: dict[str, Any] = {}
             if request.deadline_s is not None:
                 overrides["deadline_s"] = request.deadline_s
-            if request.watermark is not None:
-                overrides["watermark"] = _watermark(cls.watermark, request.watermark)
+            if watermark is not None:
+                overrides["watermark"] = watermark
             policy: JobPolicy = self.settings.policy_for(cls.name, mode_override=mode, **overrides)
             return policy
         except (ConfigError, ValueError, TypeError) as exc:
@@ -374,12 +384,11 @@ def _hash_secret(secret: str) -> str:
 
 
 def _watermark(base: WatermarkSpec, given: Mapping[str, Any]) -> WatermarkSpec:
-    if not isinstance(given, Mapping):
-        raise InvalidRequest("watermark must be a JSON object of WatermarkSpec fields")
-    merged = {**asdict(base), **given}
-    if isinstance(merged.get("color"), list):
-        merged["color"] = tuple(merged["color"])
-    return WatermarkSpec(**merged)
+    """The class's spec with the caller's fields; InvalidWatermark (400) names the field at fault."""
+    try:
+        return WatermarkSpec.from_mapping(given, base)
+    except ConfigError as exc:
+        raise InvalidWatermark(exc.message) from None
 
 
 def _request_hash(input_sha256: str, policy: JobPolicy, request: SubmitRequest) -> str:

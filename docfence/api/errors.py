@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 #: Stable error code -> HTTP status. A subclass without its own row uses its nearest ancestor's.
 STATUS_BY_CODE: dict[str, int] = {
     "invalid_request": 422,
+    "invalid_watermark": 400,
     "config_invalid": 422,
     "document_error": 422,
     "region_not_approved": 422,

@@ -16,8 +16,9 @@ from docfence.api.deps import JobsCancel, JobsDelete, JobsRead, JobsSubmit, Serv
 from docfence.api.errors import error_responses
 from docfence.api.wire import EventsOut, JobOut, events_out, job_out
 from docfence.core.clock import monotonic
+from docfence.core.errors import InvalidWatermark
 from docfence.core.states import JobState
-from docfence.service import InvalidRequest, SubmitRequest
+from docfence.service import SubmitRequest
 
 MAX_WAIT_S = 20.0  # server cap of ?wait=: no request is held longer than this
 POLL_EVERY_S = 0.2
@@ -50,15 +51,20 @@ def _submit_limiter(request: Request) -> anyio.CapacityLimiter:
     return limiter
 
 
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def _watermark(raw: str | None) -> dict[str, Any] | None:
+    """The form field as a JSON object (NaN and Infinity refused); InvalidWatermark (400) otherwise."""
     if raw is None or raw == "":
         return None
     try:
-        value = json.loads(raw)
+        value = json.loads(raw, parse_constant=_no_constants)
     except ValueError as exc:
-        raise InvalidRequest("watermark must be a JSON object of WatermarkSpec fields") from exc
+        raise InvalidWatermark(f"watermark must be a JSON object of WatermarkSpec fields ({exc})") from None
     if not isinstance(value, dict):
-        raise InvalidRequest("watermark must be a JSON object of WatermarkSpec fields")
+        raise InvalidWatermark("watermark must be a JSON object of WatermarkSpec fields")
     return value
 
 

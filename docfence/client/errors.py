@@ -3,7 +3,7 @@
     ApiError
     ├── HttpError                 the server answered 4xx/5xx (`status`, the server's `server_code`)
     │   ├── Unauthorized (401), Forbidden (403), JobNotFound (404), Conflict (409), Gone (410),
-    │   └── PayloadTooLarge (413), InvalidRequest (422), ServerError (5xx)
+    │   └── PayloadTooLarge (413), InvalidRequest (400, 422), ServerError (5xx)
     ├── TransportError            no answer (connection refused, reset, request timeout)
     ├── PollTimeout               this caller's wait budget ran out; the job goes on (carries job_id)
     ├── JobFailed / JobCanceled   the job reached that terminal state (carries the JobView)
@@ -141,5 +141,5 @@ class DownloadIntegrityError(ApiError):
 
 BY_STATUS: dict[int, type[HttpError]] = {
     401: Unauthorized, 403: Forbidden, 404: JobNotFound, 409: Conflict, 410: Gone,
-    413: PayloadTooLarge, 422: InvalidRequest,
+    400: InvalidRequest, 413: PayloadTooLarge, 422: InvalidRequest,
 }

@@ -24,6 +24,8 @@
     ├── ProviderError                  outside renderers (see providers/)
     ├── RequestError                   the service boundary: a caller's request is refused
     │   ├── InvalidRequest, Unauthorized, Forbidden, UploadTooLarge
+    │   │   InvalidRequest
+    │   │   └── InvalidWatermark       the watermark spec is malformed (400, names the field)
     │   ├── ArtifactNotReady, ArtifactGone, SignedUrlExpired
     │   └── SignedUrlInvalid
     │       └── SignedUrlRevoked       the key that minted the link was revoked
@@ -235,6 +237,12 @@ class InvalidRequest(RequestError):
     """The request is invalid."""
 
     code = "invalid_request"
+
+
+class InvalidWatermark(InvalidRequest):
+    """The watermark spec is malformed."""
+
+    code = "invalid_watermark"
 
 
 class Unauthorized(RequestError):

@@ -6,7 +6,9 @@ A retry never changes a stored policy; `to_dict`/`from_dict` are the only (JSON)
 from __future__ import annotations
 
 import enum
+import math
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -29,6 +31,10 @@ _PAGES_RE = re.compile(r"^(all|first|last|odd|even|\d+(-\d+)?(,\d+(-\d+)?)*)$")
 
 @dataclass(frozen=True)
 class WatermarkSpec:
+    """How the watermark looks and where it goes. Every field is checked for its type, range and (for
+    numbers) finiteness at construction, and each ConfigError names the field, so a caller's spec
+    fails at submission with a message to fix, never later in the render."""
+
     text: str = "CONFIDENTIAL"
     position: str = "diagonal"
     pages: str = "all"  # all | first | last | odd | even | "1-3,7"
@@ -39,20 +45,40 @@ class WatermarkSpec:
     layer: str = "overlay"  # overlay | underlay
 
     def __post_init__(self) -> None:
+        for name in ("text", "position", "pages", "layer"):
+            if not isinstance(getattr(self, name), str):
+                raise ConfigError(f"watermark {name} must be a string")
         if not self.text or len(self.text) > 200:
             raise ConfigError("watermark text must be 1-200 characters")
         if self.position not in POSITIONS:
             raise ConfigError(f"watermark position must be one of {', '.join(POSITIONS)}")
-        if not _PAGES_RE.match(self.pages.replace(" ", "")):
+        if len(self.pages) > 200 or not _PAGES_RE.match(self.pages.replace(" ", "")):
             raise ConfigError("watermark pages must be all, first, last, odd, even or ranges like 1-3,7")
-        if not 0.0 < self.opacity <= 1.0:
+        if not 0.0 < _number("opacity", self.opacity) <= 1.0:
             raise ConfigError("watermark opacity must be in (0, 1]")
-        if self.font_size is not None and not 1 <= self.font_size <= 500:
+        if self.angle is not None and not -360.0 <= _number("angle", self.angle) <= 360.0:
+            raise ConfigError("watermark angle must be in [-360, 360] degrees")
+        if self.font_size is not None and not 1 <= _number("font_size", self.font_size) <= 500:
             raise ConfigError("watermark font_size must be 1-500 pt")
         if self.layer not in ("overlay", "underlay"):
             raise ConfigError("watermark layer must be overlay or underlay")
-        if len(self.color) != 3 or not all(0.0 <= c <= 1.0 for c in self.color):
+        color = self.color
+        if not isinstance(color, tuple | list) or len(color) != 3 or \
+                not all(0.0 <= _number("color", c) <= 1.0 for c in color):
             raise ConfigError("watermark color must be three numbers in [0, 1]")
+        object.__setattr__(self, "color", tuple(color))
+
+    @classmethod
+    def from_mapping(cls, given: Mapping[str, Any], base: WatermarkSpec | None = None) -> WatermarkSpec:
+        """`base` (the defaults) with the fields of `given`; raises ConfigError naming an unknown field
+        or the first field of the wrong type or range."""
+        if not isinstance(given, Mapping):
+            raise ConfigError("watermark must be an object of WatermarkSpec fields")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(str(k) for k in given if k not in known)
+        if unknown:
+            raise ConfigError(f"unknown watermark field {unknown[0]!r} (known: {', '.join(sorted(known))})")
+        return cls(**{**asdict(base or cls()), **given})
 
     def page_selected(self, index: int, count: int) -> bool:
         """Whether 0-based page `index` of `count` pages gets the mark."""
@@ -73,6 +99,15 @@ class WatermarkSpec:
             if int(lo) <= number <= int(hi or lo):
                 return True
         return False
+
+
+def _number(name: str, value: Any) -> float:
+    """`value` as a finite number; booleans, strings, NaN and infinities raise ConfigError naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"watermark {name} must be a number")
+    if not math.isfinite(value):
+        raise ConfigError(f"watermark {name} must be a finite number")
+    return float(value)
 
 
 @dataclass(frozen=True)

@@ -154,9 +154,6 @@ def test_validation_errors_share_the_one_error_shape(env: ApiEnv) -> None:
         cases = [
             http.post("/v1/jobs", files={"file": ("a.pdf", PDF)}, data={"deadline_s": "999999"}),
             http.post("/v1/jobs", files={"file": ("a.pdf", PDF)}, data={"deadline_s": "7200"}),
-            http.post("/v1/jobs", files={"file": ("a.pdf", PDF)}, data={"watermark": "{not json"}),
-            http.post("/v1/jobs", files={"file": ("a.pdf", PDF)}, data={"watermark": '{"opacity": 7}'}),
-            http.post("/v1/jobs", files={"file": ("a.pdf", PDF)}, data={"watermark": '{"nope": 1}'}),
             http.post("/v1/jobs", files={"file": ("a.pdf", PDF)}, data={"mode": "sepia"}),
             http.post("/v1/jobs", files={"file": ("a.pdf", PDF)}, data={"document_class": "secret"}),
             http.post("/v1/jobs", data={"mode": "vector"}),
