@@ -72,6 +72,7 @@ class ServerConfig:
     max_json_body_bytes: int = 1024 * 1024  # every JSON route unless it declares its own cap
     max_pending_connections: int = 256  # connections still sending their headers
     max_concurrent_auth: int = 8  # key look-ups in flight; more wait without holding a thread
+    docs: bool = True  # /docs: Swagger UI served from the package (no CDN); /openapi.json is always on
 
     def __post_init__(self) -> None:
         for name in ("header_timeout_s", "body_idle_timeout_s", "body_timeout_s", "keep_alive_s"):

@@ -7,6 +7,7 @@ import logging
 from fastapi import FastAPI
 
 from docfence.api import jobs, public, reports_routes
+from docfence.api.docs import install_docs
 from docfence.api.errors import install_error_handlers
 from docfence.api.gate import RequestGate
 from docfence.api.protocol import protocol_for
@@ -28,12 +29,14 @@ def create_app(
     app = FastAPI(
         title="docfence", version="0.1.0",
         description="Fenced, deadline-bounded PDF jobs. Every accepted job reaches a terminal state.",
+        docs_url=None, redoc_url=None,  # FastAPI's pages load Swagger UI and ReDoc from a CDN
     )
     app.state.service = service
     install_error_handlers(app)
     app.include_router(jobs.router)
     app.include_router(public.router)
     app.include_router(reports_routes.router)
+    install_docs(app, settings.server.docs)
     app.state.report_processors = tuple(settings.report_processors)
     from docfence.console import install as install_console  # local import: console imports api.deps
 

@@ -44,8 +44,7 @@ RULES: dict[str, tuple[set[str], bool, bool]] = {
 PUBLIC = {
     "GET /openapi.json",
     "GET /docs",
-    "GET /docs/oauth2-redirect",
-    "GET /redoc",
+    "GET /docs/static/{name}",
     "GET /v1/capabilities",
     "GET /healthz",
     "GET /readyz",
