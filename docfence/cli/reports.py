@@ -30,6 +30,7 @@ def register(sub: Any) -> None:
     create = t_sub.add_parser("create", help="store a folder as the next version of a template")
     create.add_argument("--id", required=True, dest="template_id")
     create.add_argument("--dir", required=True, help="template.html, style.css, schema.json + assets")
+    create.add_argument("--tenant", help="the tenant owning the template (default: shared with all tenants)")
     create.set_defaults(func=_guard(run_template_create))
     listing = t_sub.add_parser("list", help="list template versions")
     listing.add_argument("--id", dest="template_id")
@@ -127,7 +128,8 @@ def run_template_create(args: argparse.Namespace) -> int:
 
     rt = _runtime()
     try:
-        info, created = Templates(rt.store).create_from_dir(args.template_id, args.dir, actor="cli")
+        info, created = Templates(rt.store).create_from_dir(args.template_id, args.dir, actor="cli",
+                                                            owner=args.tenant or None)
     finally:
         rt.close()
     print(f"{info.ref}\t{info.sha256}\t{'created' if created else 'unchanged (identical to newest)'}")

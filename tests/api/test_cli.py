@@ -98,3 +98,15 @@ def test_keys_list_and_revoke(shell: ApiEnv, capsys: pytest.CaptureFixture[str])
     assert cli(["keys", "revoke", "nope"]) == 2
     assert cli(["keys", "create", "--tenant", "bad tenant"]) == 2
     assert cli(["keys", "create", "--tenant", "acme", "--scopes", "root"]) == 2
+
+
+def test_operator_keys_are_issued_separately(shell: ApiEnv, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli(["keys", "create", "--tenant", "acme", "--scopes", "read,operator"]) == 2
+    assert "--operator" in capsys.readouterr().err
+    assert cli(["keys", "create", "--operator", "--name", "ops"]) == 0
+    out = capsys.readouterr().out
+    assert "scopes: operator" in out
+    principal = shell.service.authenticate(out.strip().splitlines()[-1])
+    assert principal.is_operator and not principal.allows("jobs.read")
+    with pytest.raises(SystemExit):  # a key is either a tenant's or an operator's
+        cli(["keys", "create", "--tenant", "acme", "--operator"])
