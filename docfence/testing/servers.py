@@ -74,3 +74,36 @@ def serve_process(env: dict[str, str], log_path: Path, *, command: Sequence[str]
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(10)
+
+
+@contextmanager
+def recording_http_server(
+    body: bytes = b"", content_type: str = "application/json"
+) -> Iterator[tuple[str, list[str]]]:
+    """A loopback HTTP server that answers every GET with `body` and records each path it was asked
+    for; yields (base URL, paths). Tests that must prove nothing is fetched assert the list stays empty."""
+    import http.server
+
+    seen: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

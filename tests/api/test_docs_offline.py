@@ -5,7 +5,6 @@ request (it used to load Swagger UI from a public CDN and showed a blank page of
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +14,6 @@ import pytest
 from docfence.api.docs import CSP
 
 from .conftest import ApiEnv, api_env
-
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--headless=new", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
 def test_docs_page_loads_only_same_origin_files(env: ApiEnv) -> None:
@@ -41,20 +36,6 @@ def test_docs_can_be_switched_off(tmp_path: Path) -> None:
     with api_env(tmp_path, server=ServerConfig(docs=False)) as env:
         assert httpx.get(f"{env.base_url}/docs").status_code == 404
         assert httpx.get(f"{env.base_url}/openapi.json").status_code == 200
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian's chromium is not installed at /usr/bin/chromium")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 @pytest.mark.browser

@@ -8,9 +8,7 @@ content that must never appear."""
 from __future__ import annotations
 
 import ast
-import http.server
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from docfence.engines.report_sample import load_monthly_bundle
 from docfence.reports import ReportRequests, RequestSpec, Templates
 from docfence.reports.templates import encode_assets
 from docfence.store.sqlstore import SqlStore
+from docfence.testing.servers import recording_http_server
 
 SECRET = "TOPSECRET-api-token-8812"
 
@@ -33,30 +32,8 @@ SECRET = "TOPSECRET-api-token-8812"
 @pytest.fixture
 def recorder() -> Iterator[tuple[str, list[str]]]:
     """A loopback server that answers any GET with a schema naming the secret, and records it."""
-    seen: list[str] = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            seen.append(self.path)
-            body = json.dumps({"enum": [SECRET]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", seen
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with recording_http_server(json.dumps({"enum": [SECRET]}).encode()) as served:
+        yield served
 
 
 @pytest.fixture
