@@ -1,5 +1,6 @@
 """What the console's JSON endpoints compute: counts, the job table, chart series. Bounded store reads
-only; a non-admin key sees its own tenant only. No document content, keys or storage keys."""
+only; a tenant key sees its own tenant only, an operator every tenant. No document content, keys or
+storage keys."""
 
 from __future__ import annotations
 
