@@ -89,7 +89,7 @@ def test_no_sentinel_reaches_logs_or_audit(tmp_path: Path, caplog: pytest.LogCap
         stop(api)
     token = signed.rsplit("/", 1)[1]
     secrets = {"document text": DOC_SENTINEL, "template data": DATA_SENTINEL, "API key": api_key,
-               "API key secret": api_key.rsplit("_", 1)[1], "signed URL token": token}
+               "API key secret": api_key.split("_", 2)[2], "signed URL token": token}
     logs = api_log.read_text() + worker_log.read_text() + "\n".join(r.getMessage() for r in caplog.records)
     audit = "\n".join(json.dumps(e.__dict__, default=str) for e in rt.store.iter_audit())
     assert len(logs) > 500 and "job_id" in logs  # the logs are there, structured, and saying things
