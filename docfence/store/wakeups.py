@@ -15,16 +15,21 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol
 
+from docfence.core.clock import monotonic
+
 log = logging.getLogger("docfence.store.wakeups")
+
+STOP_CHECK_S = 0.1  # how soon a work waiter notices its `stop` event
 
 
 class Wakeups(Protocol):
     """What a waiter may ask of a store. Both methods are safe from any thread."""
 
-    def wait_for_work(self, timeout_s: float) -> bool:
-        """Block until jobs may have been queued since this thread's previous call returned, or
-        `timeout_s` passes; True when woken. Call it right after a claim found nothing: a submission
-        committed after that claim always wakes the call (or makes it return at once)."""
+    def wait_for_work(self, timeout_s: float, *, stop: threading.Event | None = None) -> bool:
+        """Block until jobs may have been queued since this thread's previous call returned, until
+        `timeout_s` passes, or until `stop` is set; True when woken. Call it right after a claim found
+        nothing: a submission committed after that claim always wakes the call (or makes it return at
+        once). The first call of a thread returns as soon as the listener listens."""
         ...
 
     def watch_job_end(
@@ -92,6 +97,11 @@ class Fanout:
         self._work_gen = 0  # 0 until the listener first listens (which counts as a possible miss)
         self._by_job: dict[str, set[JobEndWatch]] = {}
 
+    def work_generation(self) -> int:
+        """How many work announcements (and possible misses) this process has heard (tests look)."""
+        with self._cond:
+            return self._work_gen
+
     def work_announced(self) -> None:
         with self._cond:
             self._work_gen += 1
@@ -116,10 +126,16 @@ class Fanout:
         for watch in watches:
             watch._wake(())
 
-    def wait_for_work(self, seen: int, timeout_s: float) -> int:
-        """Block until the generation differs from `seen` or the timeout passes; returns it."""
+    def wait_for_work(self, seen: int, timeout_s: float, stop: threading.Event | None = None) -> int:
+        """Block until the generation differs from `seen`, the timeout passes or `stop` is set;
+        returns the generation. `stop` is looked at every STOP_CHECK_S (an in-memory flag)."""
+        until = monotonic() + max(0.0, timeout_s)
         with self._cond:
-            self._cond.wait_for(lambda: self._work_gen != seen, timeout=max(0.0, timeout_s))
+            while self._work_gen == seen and not (stop is not None and stop.is_set()):
+                remaining = until - monotonic()
+                if remaining <= 0:
+                    break
+                self._cond.wait(remaining if stop is None else min(remaining, STOP_CHECK_S))
             return self._work_gen
 
     def watch(self, job_ids: Iterable[str], on_wake: Callable[[], None] | None) -> JobEndWatch:
@@ -216,10 +232,10 @@ class WakeupWaits:
     def _new_listener(self) -> Listener:
         raise NotImplementedError
 
-    def wait_for_work(self, timeout_s: float) -> bool:
+    def wait_for_work(self, timeout_s: float, *, stop: threading.Event | None = None) -> bool:
         listener = self._wakeups()
         seen: int = getattr(self._wakeup_seen, "gen", 0)
-        gen = listener.fanout.wait_for_work(seen, timeout_s)
+        gen = listener.fanout.wait_for_work(seen, timeout_s, stop)
         self._wakeup_seen.gen = gen
         return gen != seen
 
