@@ -56,6 +56,8 @@ def announce(folder: Path, *, work: bool, ended: Sequence[str]) -> None:
             with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_NONBLOCK) as sock:
                 for name in names:
                     _send(sock, fd, name, datagrams)
+    except OSError as exc:  # e.g. out of file descriptors: the waiters' safety polls cover it
+        log.debug("wake-ups could not be sent: %s", exc)
     finally:
         os.close(fd)
 
