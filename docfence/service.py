@@ -45,6 +45,7 @@ from docfence.core.records import ApiKey, Artifact, Attempt, AuditEvent, Job, Ne
 from docfence.core.states import JobState
 from docfence.observability import metrics
 from docfence.store.base import Store
+from docfence.store.wakeups import JobEndWatch
 
 log = logging.getLogger(__name__)
 
@@ -209,6 +210,15 @@ class Service:
         """The job with its artifact record once succeeded (the caller already may see the job)."""
         artifact = self.store.artifact(job.id) if job.state is JobState.SUCCEEDED else None
         return JobDetail(job, artifact)
+
+    def watch_job_end(self, job_id: str, *, on_wake: Callable[[], None] | None = None) -> JobEndWatch:
+        """A subscription to the announcement that `job_id` ended, for long-polls (close it when done).
+
+        Start it before reading the job, then re-read with `get` (which also checks the caller may
+        see the job) whenever it wakes: wakes are hints, sent only for committed transitions, and
+        reveal nothing by themselves. `on_wake` runs in the store's listener thread: keep it instant.
+        """
+        return self.store.watch_job_end((job_id,), on_wake=on_wake)
 
     def cancel(self, principal: Principal, job_id: str) -> Job:
         """Cancel a queued or rendering job; IllegalTransition (409) when already terminal."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 from typing import Annotated, Any, Literal
@@ -18,10 +19,10 @@ from docfence.api.wire import EventsOut, JobOut, events_out, job_out
 from docfence.core.clock import monotonic
 from docfence.core.errors import InvalidWatermark
 from docfence.core.states import JobState
-from docfence.service import SubmitRequest
+from docfence.service import JobDetail, Principal, Service, SubmitRequest
 
 MAX_WAIT_S = 20.0  # server cap of ?wait=: no request is held longer than this
-POLL_EVERY_S = 0.2
+SAFETY_POLL_S = 5.0  # ?wait= re-reads the job at least this often, should a wake-up be lost
 SUBMIT_THREADS = 8  # bulkhead: uploads fsync; they must never take every thread status reads need
 JobId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
 _RETRY_AFTER = {"description": "Poll hint in seconds (only while the job is active)",
@@ -107,18 +108,37 @@ async def get_job(
                                  f"(capped at {MAX_WAIT_S:g}) until the job is terminal")] = 0.0,
 ) -> JobOut:
     """The job's state; `Retry-After` suggests when to ask again while it is active."""
-    detail = await run_in_threadpool(service.get, principal, job_id)
-    until = monotonic() + min(wait, MAX_WAIT_S)
-    while not detail.job.terminal:
-        remaining = until - monotonic()
-        if remaining <= 0:
-            break
-        await asyncio.sleep(min(POLL_EVERY_S, remaining))
+    budget = min(wait, MAX_WAIT_S)
+    if budget > 0:
+        detail = await _read_until_terminal(service, principal, job_id, budget)
+    else:
         detail = await run_in_threadpool(service.get, principal, job_id)
     hint = retry_after(detail.job.state)
     if hint is not None:
         response.headers["Retry-After"] = hint
     return job_out(detail)
+
+
+async def _read_until_terminal(
+    service: Service, principal: Principal, job_id: str, budget_s: float
+) -> JobDetail:
+    """Read the job, then again each time its end is announced (at least every SAFETY_POLL_S), until
+    it is terminal or `budget_s` is spent. No thread is held while waiting. The watch starts before
+    the first read, so an end committed at any moment after that read wakes this request."""
+    until = monotonic() + budget_s
+    loop = asyncio.get_running_loop()
+    woken = asyncio.Event()
+    with service.watch_job_end(job_id, on_wake=lambda: loop.call_soon_threadsafe(woken.set)):
+        detail = await run_in_threadpool(service.get, principal, job_id)
+        while not detail.job.terminal:
+            remaining = until - monotonic()
+            if remaining <= 0:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(woken.wait(), min(SAFETY_POLL_S, remaining))
+            woken.clear()
+            detail = await run_in_threadpool(service.get, principal, job_id)
+    return detail
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut, responses=error_responses(401, 403, 404, 409, 422))

@@ -20,12 +20,14 @@ from docfence.core.records import (
     NewJob,
 )
 from docfence.core.states import JobState
+from docfence.store.wakeups import Wakeups
 
 
-class Store(Protocol):
+class Store(Wakeups, Protocol):
     """Every state change is a fenced, audited transition in one transaction.
 
     Fenced writes raise StaleAttempt (or LeaseLost) when zero rows match: the caller discards its work.
+    Transitions that queue or end jobs wake the waiters of `Wakeups` once they commit.
     """
 
     dialect: str

@@ -1,4 +1,5 @@
-"""PostgreSQL dialect: claims with FOR UPDATE SKIP LOCKED, now() as the clock, LISTEN/NOTIFY wake-ups.
+"""PostgreSQL dialect: claims with FOR UPDATE SKIP LOCKED, now() as the clock, LISTEN/NOTIFY wake-ups
+(store/wakeups_pg.py).
 
 One connection per thread (autocommit, explicit transaction blocks); a dropped connection is
 discarded and reported as StoreUnavailable, and the next call reconnects.
@@ -6,6 +7,7 @@ discarded and reported as StoreUnavailable, and the next call reconnects.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -19,8 +21,7 @@ from docfence.core.clock import Clock
 from docfence.core.errors import StoreError, StoreUnavailable
 from docfence.store.queries import load_queries, migrations
 from docfence.store.sqlstore import Row, SqlStore
-
-CHANNEL = "docfence_jobs"
+from docfence.store.wakeups_pg import PgListener
 
 
 class _PgTx:
@@ -49,6 +50,13 @@ class _PgTx:
     def send_many(self, name: str, rows: Sequence[dict[str, Any]]) -> None:
         if rows:
             self.conn.cursor().executemany(self.queries[name], rows)
+
+    def announce_work(self) -> None:
+        self.send("announce_work")
+
+    def announce_job_end(self, job_ids: Sequence[str]) -> None:
+        if job_ids:
+            self.send("announce_job_end", ids=json.dumps(list(job_ids)))
 
 
 class PostgresStore(SqlStore):
@@ -133,24 +141,13 @@ class PostgresStore(SqlStore):
         with self._tx() as tx:
             tx.run(name)
 
-    def wait_for_work(self, timeout_s: float) -> bool:
-        """Block until a job is queued somewhere (NOTIFY) or the timeout passes. True when woken."""
-        conn = self._listen_conn()
-        for _ in conn.notifies(timeout=timeout_s, stop_after=1):
-            return True
-        return False
+    def _wakeup_key(self) -> str:
+        return f"postgres:{self.url}"
 
-    def _listen_conn(self) -> psycopg.Connection[Any]:
-        conn: psycopg.Connection[Any] | None = getattr(self._local, "listen", None)
-        if conn is None or conn.closed:
-            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
-            conn.execute(f"LISTEN {CHANNEL}")
-            self._local.listen = conn
-        return conn
+    def _new_listener(self) -> PgListener:
+        return PgListener(self.url)
 
     def close(self) -> None:
+        """Close this thread's connection and release this store's share of the wake-up listener."""
         self._drop()
-        listen = getattr(self._local, "listen", None)
-        if listen is not None:
-            listen.close()
-            self._local.listen = None
+        self._release_wakeups()

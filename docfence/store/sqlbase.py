@@ -30,6 +30,11 @@ class Tx(Protocol):
         """Run without waiting for the outcome (PostgreSQL pipelines it; errors surface at commit)."""
     def send_many(self, name: str, rows: Sequence[dict[str, Any]]) -> None:
         """`send` once per parameter set, as one prepared statement (executemany)."""
+    def announce_work(self) -> None:
+        """Wake idle workers (jobs were queued) once this transaction commits; never if it rolls back."""
+    def announce_job_end(self, job_ids: Sequence[str]) -> None:
+        """Wake the waiters of these jobs (now terminal) once this transaction commits; never if it
+        rolls back."""
 
 
 class SqlBase:

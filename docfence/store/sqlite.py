@@ -1,4 +1,5 @@
-"""SQLite dialect: one file, WAL with synchronous=FULL, writers serialised by BEGIN IMMEDIATE.
+"""SQLite dialect: one file, WAL with synchronous=FULL, writers serialised by BEGIN IMMEDIATE; wake-ups
+through a folder of datagram sockets next to the file (store/wakeups_sqlite.py).
 
 Times are REAL epoch seconds in the database and aware UTC datetimes outside it.
 """
@@ -17,6 +18,7 @@ from docfence.core.clock import Clock
 from docfence.core.errors import StoreError, StoreUnavailable
 from docfence.store.queries import load_queries, migrations
 from docfence.store.sqlstore import Row, SqlStore
+from docfence.store.wakeups_sqlite import SocketDirListener, announce, socket_dir
 
 TIME_COLUMNS = frozenset({
     "created_at", "updated_at", "claimed_at", "finished_at", "deleted_at", "lease_expires_at",
@@ -50,6 +52,8 @@ def _row(names: list[str], values: tuple[Any, ...]) -> Row:
 class _SqliteTx:
     def __init__(self, conn: sqlite3.Connection, queries: dict[str, str]) -> None:
         self.conn, self.queries = conn, queries
+        self.work = False  # announced once the transaction has committed (SqliteStore._tx)
+        self.ended: list[str] = []
 
     def _exec(self, name: str, params: dict[str, Any]) -> sqlite3.Cursor:
         return self.conn.execute(self.queries[name], _params(params))
@@ -76,6 +80,12 @@ class _SqliteTx:
         if rows:
             self.conn.executemany(self.queries[name], [_params(r) for r in rows])
 
+    def announce_work(self) -> None:
+        self.work = True
+
+    def announce_job_end(self, job_ids: Sequence[str]) -> None:
+        self.ended.extend(job_ids)
+
 
 class SqliteStore(SqlStore):
     dialect = "sqlite"
@@ -88,6 +98,7 @@ class SqliteStore(SqlStore):
         self.synchronous = synchronous
         self.queries = load_queries("sqlite")
         self._local = threading.local()
+        self._wakeup_folder = socket_dir(Path(self.path).resolve())
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
 
     def _conn(self) -> sqlite3.Connection:
@@ -104,11 +115,13 @@ class SqliteStore(SqlStore):
 
     @contextmanager
     def _tx(self, *, write: bool = True) -> Iterator[_SqliteTx]:
+        """One transaction; what it announced is sent to the waiting processes once it committed."""
         conn = self._conn()
+        tx = _SqliteTx(conn, self.queries)
         try:
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
-                yield _SqliteTx(conn, self.queries)
+                yield tx
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
@@ -117,6 +130,8 @@ class SqliteStore(SqlStore):
             if exc.sqlite_errorcode in _BUSY:
                 raise StoreUnavailable("the SQLite database is busy") from exc
             raise StoreError(f"SQLite error ({exc.sqlite_errorname})") from exc
+        if tx.work or tx.ended:
+            announce(self._wakeup_folder, work=tx.work, ended=tx.ended)
 
     def migrate(self) -> list[str]:
         """Apply pending migrations in order; returns the names applied."""
@@ -146,13 +161,21 @@ class SqliteStore(SqlStore):
 
     def drop_connection(self) -> None:
         """Close this thread's handle abruptly (fault tests); the next call reopens the file."""
-        self.close()
-
-    def close(self) -> None:
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             conn.close()
             self._local.conn = None
+
+    def close(self) -> None:
+        """Close this thread's handle and release this store's share of the wake-up listener."""
+        self.drop_connection()
+        self._release_wakeups()
+
+    def _wakeup_key(self) -> str:
+        return f"sqlite:{self._wakeup_folder}"
+
+    def _new_listener(self) -> SocketDirListener:
+        return SocketDirListener(self._wakeup_folder)
 
 
 def _statements(sql: str) -> list[str]:

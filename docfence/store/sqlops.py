@@ -23,7 +23,7 @@ class OperationsQueries(SqlBase):
             if tx.run("delete_pause", scope=scope):
                 self._append_event(tx, "claims_resumed", actor=actor, job_id=None, reason=None,
                                    details={"scope": scope}, chain="operations")
-            tx.send("notify_queued")
+                tx.announce_work()
 
     def paused_scopes(self) -> list[str]:
         with self._tx(write=False) as tx:

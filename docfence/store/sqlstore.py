@@ -29,11 +29,15 @@ from docfence.core.states import Event, JobState, transition
 from docfence.store.reports import ReportQueries
 from docfence.store.sqlbase import Row, Tx, _json
 from docfence.store.sqlops import OperationsQueries
+from docfence.store.wakeups import WakeupWaits
 
 __all__ = ["Row", "SqlStore", "Tx"]
 
-class SqlStore(OperationsQueries, ReportQueries):
-    """The Store implementation over a dialect's `_tx()`; see store/base.py for the contract."""
+class SqlStore(OperationsQueries, ReportQueries, WakeupWaits):
+    """The Store implementation over a dialect's `_tx()`; see store/base.py for the contract.
+
+    Every transition that queues a job announces work, and every one that ends a job announces its
+    end, in its own transaction (`Tx.announce_*`): waiters hear of committed transitions only."""
 
     # -- submit ----------------------------------------------------------------------------------
     def submit(self, new: NewJob) -> tuple[Job, bool]:
@@ -64,7 +68,7 @@ class SqlStore(OperationsQueries, ReportQueries):
                 tx, row, Event.SUBMITTED, actor=new.actor, from_state=None, to_state=JobState.QUEUED,
                 details={"document_class": job.document_class, "mode": job.mode, "region": job.region},
             )
-            tx.send("notify_queued")
+            tx.announce_work()
         return job, True
 
     def _existing_for_key(self, tx: Tx, new: NewJob) -> Job:
@@ -148,6 +152,7 @@ class SqlStore(OperationsQueries, ReportQueries):
                 to_state=JobState.SUCCEEDED,
                 details={"sha256": art.sha256, "bytes": art.bytes, "pages": art.pages},
             )) for row, art in done])
+            tx.announce_job_end([row["id"] for row in rows])
         return {(row["id"], int(row["attempt"])): self._job(row) for row in rows}
 
     def fail(
@@ -170,6 +175,10 @@ class SqlStore(OperationsQueries, ReportQueries):
                 tx, row, event, actor=worker, from_state=JobState.RENDERING,
                 to_state=JobState(row["state"]), reason_detail=code,
             )
+            if JobState(row["state"]).terminal:
+                tx.announce_job_end([job_id])
+            elif delay <= 0:  # a retry that waits out a back-off is found by the workers' safety poll
+                tx.announce_work()
         return self._job(row)
 
     def release(self, job_id: str, attempt: int, worker: str) -> Job:
@@ -179,7 +188,7 @@ class SqlStore(OperationsQueries, ReportQueries):
             self._end_attempt(tx, row, Event.LEASE_RELEASED, None)
             self._append_job_event(tx, row, Event.LEASE_RELEASED, actor=worker,
                                    from_state=JobState.RENDERING, to_state=JobState.QUEUED)
-            tx.send("notify_queued")
+            tx.announce_work()
         return self._job(row)
 
     def _fence(
@@ -215,6 +224,7 @@ class SqlStore(OperationsQueries, ReportQueries):
                 self._close_if_rendering(tx, row, job.state, Event.CANCEL_REQUESTED)
                 self._append_job_event(tx, row, Event.CANCEL_REQUESTED, actor=actor,
                                        from_state=job.state, to_state=JobState.CANCELED, reason_detail=reason)
+                tx.announce_job_end([job_id])
             return self._job(row)
         raise StaleAttempt(f"job {job_id} kept changing; cancel again")
 
@@ -236,8 +246,9 @@ class SqlStore(OperationsQueries, ReportQueries):
                 self._append_job_event(tx, row, event, actor="reconciler", from_state=JobState.RENDERING,
                                        to_state=target)
                 moved.append(self._job(row))
-            if moved:
-                tx.send("notify_queued")
+            if any(not job.state.terminal for job in moved):
+                tx.announce_work()
+            tx.announce_job_end([job.id for job in moved if job.state.terminal])
         return moved
 
     def cancel_past_deadline(self, *, batch: int = 100) -> list[Job]:
@@ -256,6 +267,7 @@ class SqlStore(OperationsQueries, ReportQueries):
                 self._append_job_event(tx, row, Event.DEADLINE_REACHED, actor="reconciler",
                                        from_state=source, to_state=JobState.CANCELED)
                 done.append(self._job(row))
+            tx.announce_job_end([job.id for job in done])
         return done
 
     def _close_if_rendering(self, tx: Tx, row: Row, source: JobState, event: Event) -> None:

@@ -104,9 +104,11 @@ def test_sigkill_at_each_point_then_another_worker_wins(env: Env, point: str) ->
 def test_lease_expires_while_the_old_worker_keeps_running(env: Env) -> None:
     rt = env.runtime()
     job_id = submit(rt)
-    # heartbeats stall (lease expires) and the commit comes late: the old worker must lose.
+    # heartbeats stall (lease expires) and the commit comes late: the old worker must lose. It takes
+    # one job only: its stalled heartbeats would lose every later attempt too, and as the first to
+    # wake when the job is requeued it could use up the job's attempts before the new worker claims.
     old = start_worker(env.env(DOCFENCE_FAULTS="heartbeat=sleep:6,before_commit=sleep:5"),
-                       env.tmp / "old.log", "--no-reconcile")
+                       env.tmp / "old.log", "--no-reconcile", "--max-jobs", "1")
     wait_for(lambda: rt.store.get(job_id).attempt == 1, 30, "the old worker to claim")
     new = start_worker(env.env(), env.tmp / "new.log")
     try:

@@ -28,10 +28,6 @@ SELECT * FROM jobs WHERE tenant = :tenant AND idempotency_key = :idempotency_key
 -- One job by id.
 SELECT * FROM jobs WHERE id = :id;
 
--- name: notify_queued
--- Wake sleeping workers (delivered at commit).
-SELECT pg_notify('docfence_jobs', '');
-
 -- name: claim_plan
 -- Keep this transaction's claim on jobs_claim_idx, read in (run_after, id) order, the one plan that
 -- needs no sort. With stale statistics (a sudden backlog) the planner otherwise gathers and sorts

@@ -28,10 +28,6 @@ SELECT * FROM jobs WHERE tenant = :tenant AND idempotency_key = :idempotency_key
 -- One job by id.
 SELECT * FROM jobs WHERE id = :id;
 
--- name: notify_queued
--- Wake sleeping workers (PostgreSQL only; SQLite workers poll).
-SELECT 1;
-
 -- name: claim_plan
 -- Nothing to set: claim_jobs names its index with INDEXED BY (PostgreSQL disables sorting instead).
 SELECT 1;
