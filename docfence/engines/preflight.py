@@ -66,7 +66,9 @@ def preflight(data: bytes, policy: JobPolicy, password: str | None = None) -> Op
         check_encryption(policy, password)
     if len(pdf.objects) > limits.max_objects:
         raise OverLimits("The PDF has more objects than the configured limit.")
-    if "/XFA" in pdf.Root.get("/AcroForm", pikepdf.Dictionary()):
+    if "/XFA" in pdf.Root.get("/AcroForm", pikepdf.Dictionary()) and policy.sanitize.active_content == "keep":
+        # kept XFA would win over the watermarked pages in XFA readers; strip or refuse are handled by
+        # the sanitiser
         raise UnsupportedFeature("The PDF uses an XFA form, which cannot be watermarked faithfully.")
     pages = collect_pages(pdf, limits.max_pages)
     geometry = [page_geometry(page) for page in pages]
