@@ -98,6 +98,8 @@ class Settings:
     signed_url_ttl_s: float = 300.0
     max_upload_bytes: int = 100 * 1024 * 1024
     reconcile_batch: int = 100
+    # the reconciler leaves an ended attempt's staged object alone this long (see ReconcileConfig)
+    staging_grace_s: float = 60.0
     report_processors: tuple[str, ...] = ()  # outside renderers report requests may name
     log_level: str = "INFO"
 
@@ -108,6 +110,8 @@ class Settings:
             raise ConfigError("DOCFENCE_STORAGE_URL must be file:///dir or s3://bucket/prefix")
         if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
             raise ConfigError("DOCFENCE_LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL")
+        if not 0 <= self.staging_grace_s <= 86400:
+            raise ConfigError("DOCFENCE_STAGING_GRACE_S must be in [0, 86400]")
         if self.default_class not in self.all_classes():
             raise ConfigError(f"default_class {self.default_class!r} is not a configured class")
 
@@ -146,6 +150,7 @@ _ENV = {
     "DOCFENCE_DEFAULT_CLASS": ("default_class", str),
     "DOCFENCE_MAX_UPLOAD_BYTES": ("max_upload_bytes", int),
     "DOCFENCE_LOG_LEVEL": ("log_level", str),
+    "DOCFENCE_STAGING_GRACE_S": ("staging_grace_s", float),
 }
 _WORKER_ENV = {
     "DOCFENCE_LEASE_TTL_S": "lease_ttl_s",
