@@ -26,7 +26,9 @@ def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_pause_drain_set_mode_resume(tmp_path: Path) -> None:
     (tmp_path / "o").mkdir()
-    env = worker_env(f"sqlite:///{tmp_path / 'db.sqlite'}", f"file://{tmp_path / 'o'}")
+    # long leases: a starved worker must not lose one (and a job with it) in the middle of the test
+    env = worker_env(f"sqlite:///{tmp_path / 'db.sqlite'}", f"file://{tmp_path / 'o'}",
+                     DOCFENCE_LEASE_TTL_S="120")
     rt = Runtime.open(load_settings(env=env))
     service = Service(rt.settings, rt.store, rt.regions, signing_secret=b"o" * 32)
 
