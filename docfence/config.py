@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from docfence.core.errors import ConfigError
-from docfence.core.policy import JobPolicy, Kind, Limits, Mode, WatermarkSpec
+from docfence.core.policy import JobPolicy, Kind, Limits, Mode, SanitizePolicy, WatermarkSpec
 
 DEFAULT_DATABASE_URL = "sqlite:///docfence-data/docfence.db"
 DEFAULT_STORAGE_URL = "file:docfence-data/objects"
@@ -32,6 +32,7 @@ class DocumentClass:
     retention_s: float = 30 * 86400.0
     region: str = "local"
     watermark: WatermarkSpec = field(default_factory=WatermarkSpec)
+    sanitize: SanitizePolicy = field(default_factory=SanitizePolicy)  # default: strip (leaves the org)
 
     def __post_init__(self) -> None:
         if not 0 < self.deadline_s <= self.max_deadline_s:
@@ -139,6 +140,7 @@ class Settings:
             kind=Kind.WATERMARK, document_class=cls.name, mode=Mode(mode_override or cls.mode),
             dpi=cls.dpi, watermark=cls.watermark, deadline_s=deadline, lease_ttl_s=self.worker.lease_ttl_s,
             max_attempts=cls.max_attempts, region=cls.region, retention_s=cls.retention_s, limits=self.limits,
+            sanitize=cls.sanitize,
         )
         return base.evolve(**overrides) if overrides else base
 
@@ -241,4 +243,6 @@ def _doc_class(name: str, spec: dict[str, Any]) -> DocumentClass:
         if "color" in wm:
             wm["color"] = tuple(wm["color"])
         spec["watermark"] = WatermarkSpec(**wm)
+    if "sanitize" in spec:
+        spec["sanitize"] = SanitizePolicy(**spec["sanitize"])
     return DocumentClass(name=name, **spec)

@@ -14,9 +14,10 @@ import pypdfium2 as pdfium
 from PIL import Image, ImageChops, ImageFilter, ImageOps, ImageStat
 
 from docfence.core.errors import ValidationFailed
-from docfence.core.policy import WatermarkSpec
+from docfence.core.policy import SanitizePolicy, WatermarkSpec
 from docfence.engines import page_facts as facts
 from docfence.engines.geometry import PageGeometry, page_geometry
+from docfence.engines.sanitize_residue import residue_check
 from docfence.engines.second_reader import second_reader_check
 from docfence.engines.wm_layer import coverage_mask
 
@@ -42,6 +43,7 @@ def validate(
     mode: str,
     password: str | None = None,
     dpi: int = 150,
+    sanitize: SanitizePolicy | None = None,
 ) -> dict[str, Any]:
     """Compare `output` with `source`; returns {"ok", "mode", "pages", "checks", "notes"}."""
     pw = password or ""
@@ -72,6 +74,8 @@ def validate(
         raster_dpi = dpi if mode == "raster" else None
         checks += pixel_checks(source, output, pw, selected, mode, spec, geos, raster_dpi)
         checks.append(second_reader_check(output, password, [page_geometry(p) for p in out_pages]))
+    if sanitize is not None:
+        checks.append(residue_check(out, sanitize))  # nothing of a stripped kind left (engines/sanitize*)
     return {
         "ok": all(c["ok"] for c in checks),
         "mode": mode,
