@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from docfence.core.errors import ConfigError
-from docfence.core.policy import JobPolicy, Kind, Limits, Mode, WatermarkSpec
+from docfence.core.policy import VALIDATION_LEVELS, JobPolicy, Kind, Limits, Mode, WatermarkSpec
 
 DEFAULT_DATABASE_URL = "sqlite:///docfence-data/docfence.db"
 DEFAULT_STORAGE_URL = "file:docfence-data/objects"
@@ -32,10 +32,13 @@ class DocumentClass:
     retention_s: float = 30 * 86400.0
     region: str = "local"
     watermark: WatermarkSpec = field(default_factory=WatermarkSpec)
+    validation: str = "standard"  # standard | exhaustive (see JobPolicy.validation)
 
     def __post_init__(self) -> None:
         if not 0 < self.deadline_s <= self.max_deadline_s:
             raise ConfigError(f"class {self.name}: deadline_s must be in (0, max_deadline_s]")
+        if self.validation not in VALIDATION_LEVELS:
+            raise ConfigError(f"class {self.name}: validation must be one of {', '.join(VALIDATION_LEVELS)}")
 
 
 @dataclass(frozen=True)
@@ -135,6 +138,7 @@ class Settings:
             kind=Kind.WATERMARK, document_class=cls.name, mode=Mode(mode_override or cls.mode),
             dpi=cls.dpi, watermark=cls.watermark, deadline_s=deadline, lease_ttl_s=self.worker.lease_ttl_s,
             max_attempts=cls.max_attempts, region=cls.region, retention_s=cls.retention_s, limits=self.limits,
+            validation=cls.validation,
         )
         return base.evolve(**overrides) if overrides else base
 

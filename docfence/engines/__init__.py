@@ -36,7 +36,9 @@ def process(data: bytes, policy: JobPolicy, *, password: str | None = None) -> P
     output = watermark_vector(opened, policy) if mode == "vector" else watermark_raster(data, opened, policy)
     if len(output) > policy.limits.max_output_bytes:
         raise OverLimits("The output is larger than the configured output limit.")
-    report = validate(data, output, policy.watermark, mode=mode, password=password, dpi=policy.dpi)
+    report = validate(
+        data, output, policy.watermark, mode=mode, password=password, dpi=policy.dpi, level=policy.validation
+    )
     report["encrypted"] = opened.encrypted
     report["notes"] = [*opened.notes, *report["notes"]]
     require_valid(report)
