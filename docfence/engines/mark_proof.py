@@ -83,4 +83,12 @@ def scan_content(streams: list[pikepdf.Stream], paints_wanted: bool = True) -> C
     return ContentScan(depth == 0, None if not paints_wanted else _PAINT_RE.search(stripped) is not None)
 
 
-__all__ = ["ContentScan", "ExpectedForms", "draw_bytes", "expected_wrappers", "mark_name", "scan_content"]
+__all__ = [
+    "NAME_PREFIX",
+    "ContentScan",
+    "ExpectedForms",
+    "draw_bytes",
+    "expected_wrappers",
+    "mark_name",
+    "scan_content",
+]

@@ -14,7 +14,7 @@ from docfence.core.policy import WatermarkSpec
 from docfence.engines import page_facts as facts
 from docfence.engines.content_proof import PageIndex, Same, stream_list
 from docfence.engines.geometry import PageGeometry, inherited
-from docfence.engines.mark_proof import ExpectedForms, expected_wrappers, mark_name, scan_content
+from docfence.engines.mark_proof import NAME_PREFIX, ExpectedForms, expected_wrappers, mark_name, scan_content
 
 # Failures are filed under the report check that names what broke.
 GEOMETRY, ANNOTS, PAGE_DICT = "page_geometry", "annotations_and_links", "page_dictionary"
@@ -110,7 +110,7 @@ class _Prover:
         """[first wrapper, *the page's own streams, last wrapper]; the mark's name when drawn right."""
         if len(out) != len(src) + 2:
             found.fail(MARK, i, "watermark missing or content layout changed (structure)")
-            if not all(self.same(x, y) for x, y in zip(src, out, strict=False)):
+            if not self._contains_run(src, out):
                 found.fail(CONTENT, i, "content streams changed")
                 found.fail(TEXT, i, "content streams changed")
             return None
@@ -124,6 +124,13 @@ class _Prover:
             return None
         return name
 
+    def _contains_run(self, src: list[pikepdf.Stream], out: list[pikepdf.Stream]) -> bool:
+        """The page's own streams appear, in order and unchanged, somewhere in the output's list."""
+        return any(
+            all(self.same(x, y) for x, y in zip(src, out[k : k + len(src)], strict=True))
+            for k in range(len(out) - len(src) + 1)
+        )
+
     def _resources(
         self, i: int, a: pikepdf.Dictionary, b: pikepdf.Dictionary, name: str | None, found: RangeFindings
     ) -> None:
@@ -131,9 +138,10 @@ class _Prover:
         ra, rb = inherited(a, "/Resources"), inherited(b, "/Resources")
         ra = ra if isinstance(ra, pikepdf.Dictionary) else pikepdf.Dictionary()
         rb = rb if isinstance(rb, pikepdf.Dictionary) else pikepdf.Dictionary()
-        keys = set(ra.keys()) | set(rb.keys()) | ({"/XObject"} if name else set())
+        marked = self.pair.selected[i]
+        keys = set(ra.keys()) | set(rb.keys()) | ({"/XObject"} if marked else set())
         for key in sorted(keys):
-            if key == "/XObject" and name is not None:
+            if key == "/XObject" and marked:
                 self._xobjects(i, ra.get("/XObject"), rb.get("/XObject"), name, found)
             elif not (key in ra and key in rb and self.same(ra[key], rb[key])):
                 found.fail(RESOURCES, i, f"resource {key} changed")
@@ -141,16 +149,24 @@ class _Prover:
                 if key == "/Font":
                     found.fail(FONTS, i, "fonts changed")
 
-    def _xobjects(self, i: int, xa: Any, xb: Any, name: str, found: RangeFindings) -> None:
+    def _xobjects(self, i: int, xa: Any, xb: Any, name: str | None, found: RangeFindings) -> None:
+        """The input's XObjects unchanged plus one fresh mark name (when the wrappers were unreadable, a
+        lone added mark-prefixed name is let through here: the mark check has already failed)."""
         xa = xa if isinstance(xa, pikepdf.Dictionary) else pikepdf.Dictionary()
-        if not isinstance(xb, pikepdf.Dictionary) or name in xa:
-            found.fail(MARK, i, "the mark's resource name is not fresh")
-            return
-        if set(xb.keys()) != set(xa.keys()) | {name} or not all(self.same(xa[k], xb[k]) for k in xa):
+        xb = xb if isinstance(xb, pikepdf.Dictionary) else pikepdf.Dictionary()
+        added = set(xb.keys()) - set(xa.keys())
+        allowed = {name} if name else {k for k in added if k.startswith(NAME_PREFIX)}
+        kept = all(k in xb and self.same(xa[k], xb[k]) for k in xa)
+        if len(allowed) > 1 or not added <= allowed or not kept:
             found.fail(RESOURCES, i, "resource /XObject changed")
             found.fail(TEXT, i, "resource /XObject changed")
+        if name is None:
+            return
+        if name in xa:
+            found.fail(MARK, i, "the mark's resource name is not fresh")
+            return
         expected = self.forms.form(self.pair.src_geos[i])
-        if not self.form_same(expected, xb[name]):
+        if name not in xb or not self.form_same(expected, xb[name]):
             found.fail(MARK, i, "the mark form is not the expected one for this page geometry")
 
     def _occlusion(

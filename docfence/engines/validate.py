@@ -86,7 +86,8 @@ def validate(
         checks, notes = _checks(source, output, pw, spec, src_pages, out_pages, mode, dpi, level)
     finally:
         second = reader.finish([page_geometry(p) for p in out_pages])
-    checks.append(second if checks[0]["ok"] else check("second_reader", [], skipped="page count differs"))
+    checks.insert(0, _opens_cleanly(out))
+    checks.append(second if checks[1]["ok"] else check("second_reader", [], skipped="page count differs"))
     return {
         "ok": all(c["ok"] for c in checks),
         "mode": mode,
@@ -95,6 +96,14 @@ def validate(
         "checks": checks,
         "notes": notes,
     }
+
+
+def _opens_cleanly(out: pikepdf.Pdf) -> Check:
+    """Our writer's output must read without repair: a reader that had to rebuild the cross-reference
+    table (a truncated or damaged file) is a failure even when every page was recovered."""
+    warnings = out.get_warnings()
+    failures = [f"the output needed repair to be read ({len(warnings)} reader warnings)"] if warnings else []
+    return check("output_opens", failures, reader="qpdf (pikepdf)")
 
 
 def _checks(
@@ -239,7 +248,11 @@ def pixel_checks(
     """Render `pages` of both at low resolution (and extract their text once): the mark must change
     selected pages and only those; text must match."""
     src_doc = pdfium.PdfDocument(source, password=pw or None)
-    out_doc = pdfium.PdfDocument(output, password=pw or None)
+    try:
+        out_doc = pdfium.PdfDocument(output, password=pw or None)
+    except pdfium.PdfiumError as exc:
+        src_doc.close()
+        return [check("watermark_rendered", [f"the renderer cannot open the output: {type(exc).__name__}"])]
     try:
         src_doc.init_forms()
         out_doc.init_forms()
@@ -279,7 +292,8 @@ def _compare_page(
         img_a = _render(a, dpi)
         img_b = _render_like(b, img_a.size) if dpi else _render(b)
         if mode == "vector":
-            return same_text, vector_pixel_problem(img_a, img_b, is_selected)
+            mask = coverage_mask(geo, spec, img_a.size) if is_selected else None
+            return same_text, vector_pixel_problem(img_a, img_b, is_selected, mask)
         if not is_selected:
             return same_text, raster_unselected_problem(img_a, img_b)
         return same_text, raster_pixel_problem(img_a, img_b, coverage_mask(geo, spec, img_a.size), spec)
@@ -288,13 +302,28 @@ def _compare_page(
         b.close()
 
 
-def vector_pixel_problem(before: Image.Image, after: Image.Image, selected: bool) -> str | None:
-    """Vector: a selected page must visibly change; any other page must render identically."""
-    changed = changed_pixels(before, after, 12)
-    if selected and changed < 3:
+def vector_pixel_problem(
+    before: Image.Image, after: Image.Image, selected: bool, mask: Image.Image | None = None
+) -> str | None:
+    """Vector: a selected page must visibly change where the mark is (`mask`, its coverage at this size)
+    and nowhere else (so an opaque cover that hides mark and page alike is caught); any other page must
+    render identically."""
+    if not selected or mask is None:
+        changed = changed_pixels(before, after, 12)
+        if selected and changed < 3:
+            return "watermark not visible when rendered"
+        if not selected and changed > 0:
+            return "unselected page looks different"
+        return None
+    near = mask.point(lambda v: 255 if v > 8 else 0).filter(ImageFilter.MaxFilter(5))
+    diff = ImageChops.difference(before, after.resize(before.size) if after.size != before.size else after)
+    moved = diff.convert("L").point(lambda v: 255 if v > 12 else 0)
+    inside = ImageChops.multiply(moved, near).histogram()[255]
+    outside = ImageChops.multiply(moved, ImageOps.invert(near)).histogram()[255]
+    if inside < 3:
         return "watermark not visible when rendered"
-    if not selected and changed > 0:
-        return "unselected page looks different"
+    if outside > max(2, before.size[0] * before.size[1] // 500):
+        return "page outside the watermark looks different"
     return None
 
 
