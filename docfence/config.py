@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from docfence.core.errors import ConfigError
-from docfence.core.policy import JobPolicy, Kind, Limits, Mode, SanitizePolicy, WatermarkSpec
+from docfence.core.policy import (
+    VALIDATION_LEVELS,
+    JobPolicy,
+    Kind,
+    Limits,
+    Mode,
+    SanitizePolicy,
+    WatermarkSpec,
+)
 
 DEFAULT_DATABASE_URL = "sqlite:///docfence-data/docfence.db"
 DEFAULT_STORAGE_URL = "file:docfence-data/objects"
@@ -33,10 +41,13 @@ class DocumentClass:
     region: str = "local"
     watermark: WatermarkSpec = field(default_factory=WatermarkSpec)
     sanitize: SanitizePolicy = field(default_factory=SanitizePolicy)  # default: strip (leaves the org)
+    validation: str = "standard"  # standard | exhaustive (see JobPolicy.validation)
 
     def __post_init__(self) -> None:
         if not 0 < self.deadline_s <= self.max_deadline_s:
             raise ConfigError(f"class {self.name}: deadline_s must be in (0, max_deadline_s]")
+        if self.validation not in VALIDATION_LEVELS:
+            raise ConfigError(f"class {self.name}: validation must be one of {', '.join(VALIDATION_LEVELS)}")
 
 
 @dataclass(frozen=True)
@@ -141,6 +152,7 @@ class Settings:
             dpi=cls.dpi, watermark=cls.watermark, deadline_s=deadline, lease_ttl_s=self.worker.lease_ttl_s,
             max_attempts=cls.max_attempts, region=cls.region, retention_s=cls.retention_s, limits=self.limits,
             sanitize=cls.sanitize,
+            validation=cls.validation,
         )
         return base.evolve(**overrides) if overrides else base
 

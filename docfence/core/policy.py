@@ -25,6 +25,7 @@ class Kind(enum.StrEnum):
     REPORT = "report"
 
 
+VALIDATION_LEVELS = ("standard", "exhaustive")
 POSITIONS = ("diagonal", "center", "header", "footer", "tiled")
 _PAGES_RE = re.compile(r"^(all|first|last|odd|even|\d+(-\d+)?(,\d+(-\d+)?)*)$")
 
@@ -173,6 +174,9 @@ class JobPolicy:
     dpi: int = 150
     watermark: WatermarkSpec | None = field(default_factory=WatermarkSpec)
     raster_encoding: str = "auto"  # auto | jpeg | png | gray
+    # standard: prove by structure, render where only pixels prove; exhaustive: also render and
+    # text-extract every page of input and output (slower, same verdicts plus pixel evidence everywhere)
+    validation: str = "standard"  # standard | exhaustive
     owner_password_policy: str = "refuse"  # refuse | keep (owner-password-only files)
     deadline_s: float = 600.0
     lease_ttl_s: float = 30.0
@@ -195,6 +199,8 @@ class JobPolicy:
             raise ConfigError("retry backoff must be >= 0 and retention positive")
         if self.raster_encoding not in ("auto", "jpeg", "png", "gray"):
             raise ConfigError("raster_encoding must be auto, jpeg, png or gray")
+        if self.validation not in VALIDATION_LEVELS:
+            raise ConfigError("validation must be standard or exhaustive")
         if self.owner_password_policy not in ("refuse", "keep"):
             raise ConfigError("owner_password_policy must be refuse or keep")
         if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,31}", self.region):

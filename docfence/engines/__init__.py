@@ -51,7 +51,7 @@ def process(data: bytes, policy: JobPolicy, *, password: str | None = None) -> P
         raise OverLimits("The output is larger than the configured output limit.")
     report = validate(
         source, output, policy.watermark, mode=mode, password=password, dpi=policy.dpi,
-        sanitize=policy.sanitize,
+        sanitize=policy.sanitize, level=policy.validation,
     )
     report["encrypted"] = opened.encrypted
     report["sanitize"] = sanitised.report()
