@@ -78,7 +78,7 @@ class Sandbox:
         self.close()
 
     def run(self, task: Task, *, cancel: Callable[[], bool] | None = None,
-            heartbeat: Callable[[], None] | None = None, heartbeat_interval_s: float = 5.0) -> Outcome:
+            heartbeat: Callable[[], object] | None = None, heartbeat_interval_s: float = 5.0) -> Outcome:
         """Run `task` in a fresh render process. `cancel()` true: kill it, outcome `canceled`.
         `heartbeat()` is called every interval while it runs; what it raises kills the task and
         propagates (e.g. LeaseLost). Never raises for anything the render process does."""
@@ -166,7 +166,7 @@ class _Watch:
     """Waits on one task's socket: pid, page count (extends the budget), answer or exit."""
 
     def __init__(self, sandbox: Sandbox, sock: socket.socket, token: str, task: Task, answer: Path,
-                 cancel: Callable[[], bool] | None, heartbeat: Callable[[], None] | None,
+                 cancel: Callable[[], bool] | None, heartbeat: Callable[[], object] | None,
                  heartbeat_interval_s: float) -> None:
         self.sandbox, self.sock, self.token, self.task, self.answer = sandbox, sock, token, task, answer
         self.cancel, self.heartbeat, self.interval = cancel, heartbeat, heartbeat_interval_s

@@ -20,6 +20,7 @@ import secrets
 import selectors
 import signal
 import socket
+import stat
 import sys
 from typing import Any
 
@@ -134,11 +135,14 @@ def _write_answer(path: str, answer: dict[str, Any]) -> None:
 
 
 def _close_other_fds(keep: set[int]) -> None:
-    """The control socket and other tasks' sockets stay out of reach of this task's document."""
+    """The control socket, the wake-up pipe and other tasks' sockets stay out of reach of this task's
+    document. Regular files stay open: the warm fonts are read lazily from their (read-only) files."""
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
-        if fd not in keep:
-            with contextlib.suppress(OSError):
+        if fd in keep:
+            continue
+        with contextlib.suppress(OSError):
+            if stat.S_ISSOCK(os.fstat(fd).st_mode) or stat.S_ISFIFO(os.fstat(fd).st_mode):
                 os.close(fd)
 
 
@@ -169,8 +173,12 @@ def warm() -> None:
     from docfence import engines
     from docfence.core.policy import JobPolicy, Mode
     from docfence.engines import report_job, samples  # noqa: F401
+    from docfence.engines.outline_text import available_fonts
     from docfence.sandbox import work  # noqa: F401
 
+    for font in available_fonts():  # character maps and glyph sets parsed once, shared by every child
+        font.getBestCmap()
+        font.getGlyphSet()
     sample = samples.links()
     for mode in (Mode.VECTOR, Mode.RASTER):
         with contextlib.suppress(Exception):  # a broken engine shows up in the first real job, coded
