@@ -32,3 +32,21 @@ def descendants(pid: int) -> list[int]:
             out.append(child)
             todo.append(child)
     return out
+
+
+def zygotes_under(pid: int) -> list[int]:
+    """The sandbox zygotes started by `pid` (told apart from other children by their command line)."""
+    return [child for child in children(pid) if _is_zygote_image(child)]
+
+
+def render_processes(zygote: int) -> list[int]:
+    """The zygote's forked render processes (not helpers its imports may run, e.g. a compiler probe
+    of ctypes.util while it warms up): they share its command line."""
+    return [child for child in children(zygote) if _is_zygote_image(child)]
+
+
+def _is_zygote_image(pid: int) -> bool:
+    try:
+        return b"docfence.sandbox.zygote" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False

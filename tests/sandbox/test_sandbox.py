@@ -16,7 +16,7 @@ from docfence.engines import samples
 from docfence.sandbox import Outcome, Sandbox, Task
 from docfence.sandbox.outcomes import from_exception, from_exit
 from docfence.testing.procs import wait_for
-from docfence.testing.proctree import children, running
+from docfence.testing.proctree import children, render_processes, running
 
 HANG_GUARD_S = 120  # generous: the machine is shared; an expiry means a hang, not slowness
 
@@ -53,7 +53,8 @@ def _run_in_thread(sandbox: Sandbox, task: Task, **kwargs: object) -> tuple[thre
 
 def _render_process(sandbox: Sandbox) -> int:
     assert sandbox.zygote_pid is not None
-    found: list[int] = wait_for(lambda: children(sandbox.zygote_pid or 0), HANG_GUARD_S, "a render process")
+    found: list[int] = wait_for(lambda: render_processes(sandbox.zygote_pid or 0), HANG_GUARD_S,
+                                "a render process")
     return found[0]
 
 
