@@ -42,12 +42,17 @@ class DocumentClass:
     watermark: WatermarkSpec = field(default_factory=WatermarkSpec)
     sanitize: SanitizePolicy = field(default_factory=SanitizePolicy)  # default: strip (leaves the org)
     validation: str = "standard"  # standard | exhaustive (see JobPolicy.validation)
+    limits: dict[str, Any] = field(default_factory=dict)  # per-class overrides of [limits], e.g. budgets
 
     def __post_init__(self) -> None:
         if not 0 < self.deadline_s <= self.max_deadline_s:
             raise ConfigError(f"class {self.name}: deadline_s must be in (0, max_deadline_s]")
         if self.validation not in VALIDATION_LEVELS:
             raise ConfigError(f"class {self.name}: validation must be one of {', '.join(VALIDATION_LEVELS)}")
+        unknown = sorted(set(self.limits) - {f.name for f in fields(Limits)})
+        if unknown:
+            raise ConfigError(f"class {self.name}: unknown limit {unknown[0]!r}")
+        Limits(**self.limits)  # each override is checked at start-up, not at the first job
 
 
 @dataclass(frozen=True)
@@ -150,7 +155,8 @@ class Settings:
         base = JobPolicy(
             kind=Kind.WATERMARK, document_class=cls.name, mode=Mode(mode_override or cls.mode),
             dpi=cls.dpi, watermark=cls.watermark, deadline_s=deadline, lease_ttl_s=self.worker.lease_ttl_s,
-            max_attempts=cls.max_attempts, region=cls.region, retention_s=cls.retention_s, limits=self.limits,
+            max_attempts=cls.max_attempts, region=cls.region, retention_s=cls.retention_s,
+            limits=replace(self.limits, **cls.limits) if cls.limits else self.limits,
             sanitize=cls.sanitize,
             validation=cls.validation,
         )
