@@ -23,7 +23,9 @@
     │   ├── ResourceCycle              a form, pattern or Type3 font draws itself
     │   ├── ValidationFailed           the output broke its fidelity contract
     │   ├── TemplateError, TemplateDataInvalid
-    │   └── RenderResourceExceeded     time, memory or output size limit of the render child
+    │   ├── RenderResourceExceeded     time, memory or output size limit of the render child
+    │   ├── RenderCrashed              the render process died without an answer (retryable)
+    │   └── EngineError                an unexpected exception inside an engine (a bug, not a limit)
     ├── ProviderError                  outside renderers (see providers/)
     ├── RequestError                   the service boundary: a caller's request is refused
     │   ├── InvalidRequest, Unauthorized, Forbidden, UploadTooLarge
@@ -240,6 +242,19 @@ class RenderResourceExceeded(DocumentError):
     """Rendering exceeded its time, memory or output-size limit."""
 
     code = "render_resource_exceeded"
+
+
+class RenderCrashed(DocumentError):
+    """The render process died without an answer."""
+
+    code = "render_crashed"
+    retryable = True  # a signal or a crash of this process, not necessarily of this document
+
+
+class EngineError(DocumentError):
+    """The engine failed unexpectedly on this document."""
+
+    code = "engine_error"  # same bytes, same policy, same failure: retrying would not help
 
 
 class ProviderError(DocfenceError):

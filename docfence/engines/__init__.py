@@ -7,6 +7,7 @@ child process (no global state besides font caches).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,8 +23,10 @@ class ProcessResult:
     mode: str
 
 
-def process(data: bytes, policy: JobPolicy, *, password: str | None = None) -> ProcessResult:
-    """Watermark `data` per `policy`; raises DocumentError subclasses (ValidationFailed with `.report`)."""
+def process(data: bytes, policy: JobPolicy, *, password: str | None = None,
+            on_pages: Callable[[int], None] | None = None) -> ProcessResult:
+    """Watermark `data` per `policy`; raises DocumentError subclasses (ValidationFailed with `.report`).
+    `on_pages` hears the page count once preflight knows it (the sandbox sizes its time budget by it)."""
     from docfence.engines.preflight import preflight
     from docfence.engines.raster import watermark_raster
     from docfence.engines.repair import readers_agree
@@ -34,6 +37,8 @@ def process(data: bytes, policy: JobPolicy, *, password: str | None = None) -> P
     if policy.watermark is None:
         raise ConfigError("a watermark job needs a watermark spec")
     opened = preflight(data, policy, password)
+    if on_pages is not None:
+        on_pages(len(opened.pages))
     sanitised = sanitize(opened.pdf, opened.pages, policy.sanitize)
     source = data
     if sanitised.annotations_changed or opened.repaired:
@@ -54,7 +59,7 @@ def process(data: bytes, policy: JobPolicy, *, password: str | None = None) -> P
         raise OverLimits("The output is larger than the configured output limit.")
     report = validate(
         source, output, policy.watermark, mode=mode, password=password, dpi=policy.dpi,
-        sanitize=policy.sanitize,
+        sanitize=policy.sanitize, level=policy.validation,
     )
     report["encrypted"] = opened.encrypted
     report["sanitize"] = sanitised.report()
