@@ -7,8 +7,9 @@ Input i is mutation `MUTATIONS[rng]` of seed `rng` with `rng = Random(f"{seed}:{
 reproducible and input i can be regenerated alone (`--only i --keep DIR`). Every input goes through the
 real CLI (`docfence watermark --json`, one child per file under the default limits) in vector mode, and
 every K-th one also in raster mode. Figures: inputs, runs, answers by code, tracebacks (a crashed child
-or CLI; goal 0), answers over budget (the time limit hit, or slower than the budget; goal 0), outputs
-that `qpdf --check` or `mutool` reject (goal 0), p50/p99 time to refusal (goal p99 <= 2 s), peak RSS.
+or CLI, or an uncoded engine exception: engine_error/render_crashed; goal 0), answers over budget (the
+time limit hit, or slower than the budget; goal 0), outputs that `qpdf --check` or `mutool` reject
+(goal 0), p50/p99 time to refusal (goal p99 <= 2 s), peak RSS.
 mutool (AGPL) is only an outside checker here, never a runtime dependency.
 """
 
@@ -271,14 +272,17 @@ def fuzz(seeds: Path, n: int, seed: int, modes: list[str], raster_every: int, ba
     return summarise(runs, len(indices), peak_kib, stderr_tracebacks, budget_s)
 
 
+CRASH_CODES = frozenset({"cli_crashed", "internal_error", "engine_error", "render_crashed"})
+
+
 def _crashed(run: dict[str, Any]) -> bool:
-    return run["code"] in ("cli_crashed", "internal_error") or (
-        run["code"] == "render_resource_exceeded" and "without an answer" in run["message"])
+    """An uncoded failure: the CLI or the render child crashed, or an engine raised something uncoded."""
+    return run["code"] in CRASH_CODES
 
 
 def _over_budget(run: dict[str, Any], budget_s: float) -> bool:
     return run["seconds"] > budget_s or (
-        run["code"] == "render_resource_exceeded" and "time limit" in run["message"])
+        run["code"] == "render_resource_exceeded" and "time" in run["message"])
 
 
 def summarise(runs: list[dict[str, Any]], inputs: int, peak_kib: int, stderr_tracebacks: int,
