@@ -150,3 +150,17 @@ def test_class_policy_from_toml_survives_the_job_round_trip(tmp_path: Path) -> N
     assert settings.policy_for("inside").sanitize == SanitizePolicy.keep_all()
     with pytest.raises(ConfigError):
         SanitizePolicy(hidden_data="refuse")
+
+
+def test_looping_outline_is_cut_and_noted() -> None:
+    pdf = pikepdf.open(io.BytesIO(samples.many_pages(2)))
+    first = pdf.make_indirect(pikepdf.Dictionary(Title=pikepdf.String("a")))
+    second = pdf.make_indirect(pikepdf.Dictionary(Title=pikepdf.String("b"), Next=first))
+    first.Next = second
+    pdf.Root.Outlines = pikepdf.Dictionary(First=first, Last=second, Count=2)
+    buf = io.BytesIO()
+    pdf.save(buf)
+    result = process(buf.getvalue(), JobPolicy())
+    assert any("outline link" in n for n in result.validation["notes"])
+    out = pikepdf.open(io.BytesIO(result.output))
+    assert "/Next" not in out.Root.Outlines.First.Next
