@@ -48,7 +48,10 @@ def test_submit_status_wait_download(
     src = tmp_path / "in.pdf"
     src.write_bytes(PDF)
     assert cli(["submit", str(src), "--text", "PRIVATE", "--mode", "raster", "--json"]) == 0
-    job = _json_out(capsys)
+    row = _json_out(capsys)
+    assert row["file"] == str(src)
+    job = row["job"]
+    assert isinstance(job, dict)
     job_id = str(job["id"])
     assert job["state"] == "queued" and job["mode"] == "raster"
     assert shell.store.get(job_id).policy.watermark.text == "PRIVATE"  # type: ignore[union-attr]
@@ -61,7 +64,7 @@ def test_submit_status_wait_download(
     assert cli(["download", job_id, "--out", str(out)]) == 0
     assert out.read_bytes() == b"%PDF-1.4 out\n"
     assert cli(["cancel", job_id]) == 4
-    assert "illegal_transition" in capsys.readouterr().err
+    assert "job_already_ended" in capsys.readouterr().err
 
 
 def test_exit_codes_for_canceled_timeout_and_usage(
@@ -70,11 +73,11 @@ def test_exit_codes_for_canceled_timeout_and_usage(
     src = tmp_path / "in.pdf"
     src.write_bytes(PDF)
     assert cli(["submit", str(src), "--json"]) == 0
-    slow = str(_json_out(capsys)["id"])
+    slow = str(_json_out(capsys)["job"]["id"])  # type: ignore[index]
     assert cli(["wait", slow, "--budget", "0.4"]) == 3
     assert "poll_timeout" in capsys.readouterr().err
     assert cli(["submit", str(src), "--json"]) == 0
-    doomed = str(_json_out(capsys)["id"])
+    doomed = str(_json_out(capsys)["job"]["id"])  # type: ignore[index]
     assert cli(["cancel", doomed]) == 0
     assert cli(["wait", doomed]) == 1
     assert cli(["submit", str(src), "--wait", "--budget", "0.3"]) == 3
