@@ -113,3 +113,44 @@ def test_operator_keys_are_issued_separately(shell: ApiEnv, capsys: pytest.Captu
     assert principal.is_operator and not principal.allows("jobs.read")
     with pytest.raises(SystemExit):  # a key is either a tenant's or an operator's
         cli(["keys", "create", "--tenant", "acme", "--operator"])
+
+
+def test_submit_many_files_waits_together_and_downloads(
+    shell: ApiEnv, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import threading
+
+    files = []
+    for name in ("a.pdf", "b.pdf"):
+        path = tmp_path / name
+        path.write_bytes(PDF + name.encode())
+        files.append(path)
+    junk = tmp_path / "c.docx"
+    junk.write_bytes(b"PK\x03\x04 not a pdf")
+    out_dir = tmp_path / "out"
+    capsys.readouterr()
+
+    def play_worker() -> None:  # finishes each job once it exists (the CLI is waiting meanwhile)
+        done: set[str] = set()
+        while len(done) < 2:
+            for job in shell.store.list_jobs():
+                if job.id not in done and job.state.value == "queued":
+                    shell.finish(job.id, b"%PDF-1.4 out " + job.id.encode())
+                    done.add(job.id)
+
+    worker = threading.Thread(target=play_worker, daemon=True)
+    worker.start()
+    code = cli(["submit", *map(str, files), str(junk), "--out", str(out_dir), "--budget", "30", "--json"])
+    worker.join(timeout=30)
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert code == 4  # the .docx was refused; the others succeeded
+    assert [r["file"] for r in rows] == [str(files[0]), str(files[1]), str(junk)]
+    for row in rows[:2]:
+        assert row["job"]["state"] == "succeeded"
+        assert Path(row["output"]).read_bytes() == b"%PDF-1.4 out " + row["job"]["id"].encode()
+    assert sorted(p.name for p in out_dir.iterdir()) == ["a.watermarked.pdf", "b.watermarked.pdf"]
+    assert rows[2]["job"] is None and rows[2]["error"]["code"] == "unsupported_media_type"
+    assert cli(["download", rows[0]["job"]["id"], "--out", str(tmp_path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["path"].endswith(".pdf")
+    assert cli(["submit", str(files[0]), "--deadline", "99999999"]) == 4
+    assert "--deadline: invalid_request: deadline_s=1e+08: must be in (0, 3600]" in capsys.readouterr().err
