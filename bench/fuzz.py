@@ -253,7 +253,7 @@ def fuzz(seeds: Path, n: int, seed: int, modes: list[str], raster_every: int, ba
     for mode in modes:
         chosen = [p for p, (i, _, _) in meta.items() if mode != "raster" or i % raster_every == 0]
         for start in range(0, len(chosen), batch):
-            out_dir = work / f"out-{mode}"
+            out_dir = (keep or work) / f"out-{mode}"
             out_dir.mkdir(exist_ok=True)
             entries, rss, stderr = run_cli([Path(p) for p in chosen[start : start + batch]], mode, out_dir,
                                            budget_s)
@@ -267,8 +267,7 @@ def fuzz(seeds: Path, n: int, seed: int, modes: list[str], raster_every: int, ba
                 if entry.get("ok"):
                     run["rejected_by"] = output_rejected(Path(entry["output"]))
                 runs.append(run)
-    if keep is None:
-        shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(work, ignore_errors=True)
     return summarise(runs, len(indices), peak_kib, stderr_tracebacks, budget_s)
 
 
