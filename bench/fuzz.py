@@ -136,11 +136,14 @@ def _cycle(pdf: pikepdf.Pdf, rng: random.Random) -> None:
         form.Resources = pikepdf.Dictionary(XObject=pikepdf.Dictionary(Me=form))
         page.Resources = pikepdf.Dictionary(XObject=pikepdf.Dictionary(Me=form))
         pdf.pages[0].contents_add(pdf.make_stream(b"/Me Do"))
-    elif choice == 1:  # one unnamed field shared by two parents
+    elif choice == 1:  # one widget under a named and an unnamed field: pdfium never loads the page
+        named = pdf.make_indirect(pikepdf.Dictionary(T=pikepdf.String("a")))
         widget = pdf.make_indirect(pikepdf.Dictionary(Type=pikepdf.Name.Annot, Subtype=pikepdf.Name.Widget,
-                                                      FT=pikepdf.Name.Tx, Rect=[0, 0, 10, 10], P=page))
-        parents = [pdf.make_indirect(pikepdf.Dictionary(T=pikepdf.String(t), Kids=[widget])) for t in "ab"]
-        pdf.Root.AcroForm = pikepdf.Dictionary(Fields=pikepdf.Array(parents))
+                                                      FT=pikepdf.Name.Tx, Rect=[0, 0, 10, 10], P=page,
+                                                      Parent=named))
+        unnamed = pdf.make_indirect(pikepdf.Dictionary(Kids=[widget], Parent=named))
+        named.Kids = pikepdf.Array([widget])
+        pdf.Root.AcroForm = pikepdf.Dictionary(Fields=pikepdf.Array([named, unnamed]))
         page.Annots = pikepdf.Array([widget])
     else:  # outline items that loop
         first = pdf.make_indirect(pikepdf.Dictionary(Title=pikepdf.String("a")))
