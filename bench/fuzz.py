@@ -327,7 +327,8 @@ def summarise(runs: list[dict[str, Any]], inputs: int, peak_kib: int, stderr_tra
             "stopped_at_time_budget": [{k: r[k] for k in pick} for r in killed[:10]],
             "outputs_rejected": [{**{k: r[k] for k in pick}, "by": r["rejected_by"]} for r in rejected[:10]],
             "slowest_refusals": [{k: r[k] for k in pick} for r in sorted(
-                (r for r in runs if r["code"] != "ok"), key=lambda r: -r["seconds"])[:5]],
+                (r for r in runs if r["code"] != "ok" and not _time_limit(r)),
+                key=lambda r: -r["seconds"])[:5]],
         },
     }
 
