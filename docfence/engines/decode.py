@@ -55,13 +55,18 @@ def worst_case_size(raw_len: int, filters: list[str]) -> float:
     return size
 
 
-def decoded_size(raw: bytes, filters: list[str], budget: int) -> int:
+def decoded_size(raw: bytes, filters: list[str], budget: int, early_change: list[bool] | None = None) -> int:
     """Bytes the chain produces before any image codec; raises OverLimits past `budget` (never holding
-    more than a chunk per layer) and DecodeError when a layer's data is invalid."""
+    more than a chunk per layer) and DecodeError when a layer's data is invalid. `early_change[i]` is
+    the /EarlyChange of layer i (LZW only; default true, as in the PDF specification)."""
     chain: Iterator[bytes] = iter(raw[i : i + CHUNK] for i in range(0, len(raw), CHUNK))
-    for name in canonical(filters):
+    for index, name in enumerate(canonical(filters)):
         if name in IMAGE_FILTERS:
             break
+        if name == "/LZWDecode":
+            early = early_change[index] if early_change and index < len(early_change) else True
+            chain = lzw(chain, early=early)
+            continue
         decoder = _DECODERS.get(name)
         if decoder is None:
             raise UnknownFilter(name)
@@ -95,8 +100,9 @@ def flate(chunks: Iterator[bytes]) -> Iterator[bytes]:
         raise DecodeError("invalid deflate data") from exc
 
 
-def lzw(chunks: Iterator[bytes]) -> Iterator[bytes]:
-    """LZW as PDF uses it (MSB-first codes of 9-12 bits, early change, 256 = clear, 257 = end)."""
+def lzw(chunks: Iterator[bytes], early: bool = True) -> Iterator[bytes]:
+    """LZW as PDF uses it (MSB-first codes of 9-12 bits, 256 = clear, 257 = end); `early`: the code
+    width grows one code early (/EarlyChange 1, the default)."""
     table: list[bytes] = []
     width, bits, acc, previous = 9, 0, 0, b""
 
@@ -129,7 +135,7 @@ def lzw(chunks: Iterator[bytes]) -> Iterator[bytes]:
                     table.append(previous + entry[:1])
                 previous = entry
                 out += entry
-                if len(table) + 1 >= (1 << width) and width < 12:
+                if len(table) + early >= (1 << width) and width < 12:
                     width += 1
                 if len(out) >= CHUNK:
                     yield bytes(out)

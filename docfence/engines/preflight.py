@@ -185,9 +185,17 @@ def check_streams(pdf: pikepdf.Pdf, limits: Limits) -> None:
         if decode.worst_case_size(len(raw), filters) <= limits.max_stream_bytes:
             continue
         try:
-            decode.decoded_size(raw, filters, limits.max_stream_bytes)
+            decode.decoded_size(raw, filters, limits.max_stream_bytes, early_change(obj, len(filters)))
         except decode.DecodeError:
             continue  # undecodable unused streams are tolerated; page content is checked separately
+
+
+def early_change(obj: pikepdf.Stream, layers: int) -> list[bool]:
+    """/EarlyChange of each filter layer (LZW reads it; true unless its /DecodeParms say 0)."""
+    parms = obj.get("/DecodeParms")
+    per_layer = list(parms) if isinstance(parms, pikepdf.Array) else [parms] * layers
+    return [not (isinstance(p, pikepdf.Dictionary) and _int(p.get("/EarlyChange", 1)) == 0)
+            for p in per_layer[:layers]]
 
 
 def _int(value: object) -> int:

@@ -16,10 +16,10 @@ import pytest
 from docfence.core.errors import OverLimits
 from docfence.core.policy import JobPolicy
 from docfence.engines import decode, samples
-from docfence.engines.preflight import preflight
+from docfence.engines.preflight import early_change, preflight
 
 
-def lzw_encode(data: bytes) -> bytes:
+def lzw_encode(data: bytes, early: int = 1) -> bytes:
     """A plain LZW encoder (PDF flavour: 9-12 bit codes, early change) to feed the decoder under test."""
     table = {bytes([i]): i for i in range(256)}
     width, bits, acc, out, current = 9, 0, 0, bytearray(), b""
@@ -40,7 +40,7 @@ def lzw_encode(data: bytes) -> bytes:
             continue
         emit(table[current])
         table[candidate] = len(table) + 2
-        if len(table) + 2 >= (1 << width) and width < 12:
+        if len(table) + 1 + early >= (1 << width) and width < 12:
             width += 1
         if len(table) + 2 >= 4094:
             emit(256)
@@ -102,6 +102,18 @@ def test_every_filter_decodes_like_qpdf(chain: list[str]) -> None:
     assert decode.decoded_size(raw, chain, len(data)) == len(data)
     with pytest.raises(OverLimits):
         decode.decoded_size(raw, chain, len(data) - 1)
+
+
+def test_lzw_without_early_change_decodes_like_qpdf() -> None:
+    data = _payload(9)
+    raw = lzw_encode(data, early=0)
+    pdf = pikepdf.new()
+    stream = pdf.make_stream(b"")
+    stream.write(raw, filter=pikepdf.Name.LZWDecode, decode_parms=pikepdf.Dictionary(EarlyChange=0))
+    assert stream.read_bytes() == data
+    assert decode.decoded_size(raw, ["/LZWDecode"], len(data), [False]) == len(data)
+    assert early_change(stream, 1) == [False]
+    assert decode.decoded_size(raw, ["/LZWDecode"], 10 * len(data), early_change(stream, 1)) == len(data)
 
 
 def test_abbreviated_names_and_image_codecs() -> None:
