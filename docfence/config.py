@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from docfence.core.errors import ConfigError
-from docfence.core.policy import JobPolicy, Kind, Limits, Mode, WatermarkSpec
+from docfence.core.policy import (
+    VALIDATION_LEVELS,
+    JobPolicy,
+    Kind,
+    Limits,
+    Mode,
+    SanitizePolicy,
+    WatermarkSpec,
+)
 
 DEFAULT_DATABASE_URL = "sqlite:///docfence-data/docfence.db"
 DEFAULT_STORAGE_URL = "file:docfence-data/objects"
@@ -32,11 +40,15 @@ class DocumentClass:
     retention_s: float = 30 * 86400.0
     region: str = "local"
     watermark: WatermarkSpec = field(default_factory=WatermarkSpec)
+    sanitize: SanitizePolicy = field(default_factory=SanitizePolicy)  # default: strip (leaves the org)
+    validation: str = "standard"  # standard | exhaustive (see JobPolicy.validation)
     limits: dict[str, Any] = field(default_factory=dict)  # per-class overrides of [limits], e.g. budgets
 
     def __post_init__(self) -> None:
         if not 0 < self.deadline_s <= self.max_deadline_s:
             raise ConfigError(f"class {self.name}: deadline_s must be in (0, max_deadline_s]")
+        if self.validation not in VALIDATION_LEVELS:
+            raise ConfigError(f"class {self.name}: validation must be one of {', '.join(VALIDATION_LEVELS)}")
         unknown = sorted(set(self.limits) - {f.name for f in fields(Limits)})
         if unknown:
             raise ConfigError(f"class {self.name}: unknown limit {unknown[0]!r}")
@@ -103,6 +115,8 @@ class Settings:
     signed_url_ttl_s: float = 300.0
     max_upload_bytes: int = 100 * 1024 * 1024
     reconcile_batch: int = 100
+    # the reconciler leaves an ended attempt's staged object alone this long (see ReconcileConfig)
+    staging_grace_s: float = 60.0
     report_processors: tuple[str, ...] = ()  # outside renderers report requests may name
     log_level: str = "INFO"
 
@@ -113,6 +127,8 @@ class Settings:
             raise ConfigError("DOCFENCE_STORAGE_URL must be file:///dir or s3://bucket/prefix")
         if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
             raise ConfigError("DOCFENCE_LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL")
+        if not 0 <= self.staging_grace_s <= 86400:
+            raise ConfigError("DOCFENCE_STAGING_GRACE_S must be in [0, 86400]")
         if self.default_class not in self.all_classes():
             raise ConfigError(f"default_class {self.default_class!r} is not a configured class")
 
@@ -141,6 +157,8 @@ class Settings:
             dpi=cls.dpi, watermark=cls.watermark, deadline_s=deadline, lease_ttl_s=self.worker.lease_ttl_s,
             max_attempts=cls.max_attempts, region=cls.region, retention_s=cls.retention_s,
             limits=replace(self.limits, **cls.limits) if cls.limits else self.limits,
+            sanitize=cls.sanitize,
+            validation=cls.validation,
         )
         return base.evolve(**overrides) if overrides else base
 
@@ -152,6 +170,7 @@ _ENV = {
     "DOCFENCE_DEFAULT_CLASS": ("default_class", str),
     "DOCFENCE_MAX_UPLOAD_BYTES": ("max_upload_bytes", int),
     "DOCFENCE_LOG_LEVEL": ("log_level", str),
+    "DOCFENCE_STAGING_GRACE_S": ("staging_grace_s", float),
 }
 _WORKER_ENV = {
     "DOCFENCE_LEASE_TTL_S": "lease_ttl_s",
@@ -242,4 +261,6 @@ def _doc_class(name: str, spec: dict[str, Any]) -> DocumentClass:
         if "color" in wm:
             wm["color"] = tuple(wm["color"])
         spec["watermark"] = WatermarkSpec(**wm)
+    if "sanitize" in spec:
+        spec["sanitize"] = SanitizePolicy(**spec["sanitize"])
     return DocumentClass(name=name, **spec)

@@ -18,6 +18,9 @@
     │   ├── NotAPdf, MalformedPdf, NoPages, PageTreeInvalid, CorruptContent
     │   ├── PasswordRequired, InvalidPassword, EncryptionForbidsModification
     │   ├── OverLimits, UnsupportedFeature
+    │   ├── ActiveContentRefused       the class refuses active content (JavaScript, launch, XFA, ...)
+    │   ├── FormTreeInvalid            the form field tree loops or shares a field between parents
+    │   ├── ResourceCycle              a form, pattern or Type3 font draws itself
     │   ├── ValidationFailed           the output broke its fidelity contract
     │   ├── TemplateError, TemplateDataInvalid
     │   ├── RenderResourceExceeded     time, memory or output size limit of the render child
@@ -197,6 +200,24 @@ class UnsupportedFeature(DocumentError):
     """The document uses a feature docfence cannot process faithfully."""
 
     code = "unsupported_feature"
+
+
+class ActiveContentRefused(DocumentError):
+    """The document holds active content (scripts, actions, embedded files) its class refuses."""
+
+    code = "active_content_refused"
+
+
+class FormTreeInvalid(DocumentError):
+    """The PDF's form field tree loops or shares a field between parents, so readers may never finish it."""
+
+    code = "form_tree_invalid"
+
+
+class ResourceCycle(DocumentError):
+    """A form, pattern or Type3 font in the PDF draws itself, so rendering it would never end."""
+
+    code = "resource_cycle"
 
 
 class ValidationFailed(DocumentError):

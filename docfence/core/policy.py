@@ -25,6 +25,7 @@ class Kind(enum.StrEnum):
     REPORT = "report"
 
 
+VALIDATION_LEVELS = ("standard", "exhaustive")
 POSITIONS = ("diagonal", "center", "header", "footer", "tiled")
 _PAGES_RE = re.compile(r"^(all|first|last|odd|even|\d+(-\d+)?(,\d+(-\d+)?)*)$")
 
@@ -141,6 +142,40 @@ class Limits:
         return min(self.render_timeout_s, budget)
 
 
+SANITIZE_CHOICES = ("keep", "strip", "refuse")
+
+
+@dataclass(frozen=True)
+class SanitizePolicy:
+    """What the sanitiser does with a document before it leaves the organisation (engines/sanitize.py).
+
+    active_content: JavaScript (open action, names tree, document/page/field additional actions),
+      Launch, URI (outside link annotations), SubmitForm, ImportData and similar actions, embedded
+      files, XFA, RichMedia: keep | strip | refuse.
+    hidden_data: Info and XMP metadata, embedded files, thumbnails, private page data (/PieceInfo),
+      private catalog keys and objects no page, annotation or outline reaches: keep | strip.
+    link_uris: URI actions of visible link annotations: keep (the default: a visible link stays a link)
+      | strip (the link rectangle stays, it no longer opens anything).
+    Default: strip everything hidden or active, keep visible links (documents leave the organisation)."""
+
+    active_content: str = "strip"
+    hidden_data: str = "strip"
+    link_uris: str = "keep"
+
+    def __post_init__(self) -> None:
+        if self.active_content not in SANITIZE_CHOICES:
+            raise ConfigError("sanitize.active_content must be keep, strip or refuse")
+        if self.hidden_data not in ("keep", "strip"):
+            raise ConfigError("sanitize.hidden_data must be keep or strip")
+        if self.link_uris not in ("keep", "strip"):
+            raise ConfigError("sanitize.link_uris must be keep or strip")
+
+    @classmethod
+    def keep_all(cls) -> SanitizePolicy:
+        """For documents that stay inside the organisation."""
+        return cls(active_content="keep", hidden_data="keep", link_uris="keep")
+
+
 @dataclass(frozen=True)
 class JobPolicy:
     """Everything that decides how a job runs; frozen at submission."""
@@ -151,6 +186,9 @@ class JobPolicy:
     dpi: int = 150
     watermark: WatermarkSpec | None = field(default_factory=WatermarkSpec)
     raster_encoding: str = "auto"  # auto | jpeg | png | gray
+    # standard: prove by structure, render where only pixels prove; exhaustive: also render and
+    # text-extract every page of input and output (slower, same verdicts plus pixel evidence everywhere)
+    validation: str = "standard"  # standard | exhaustive
     owner_password_policy: str = "refuse"  # refuse | keep (owner-password-only files)
     deadline_s: float = 600.0
     lease_ttl_s: float = 30.0
@@ -160,6 +198,7 @@ class JobPolicy:
     retention_s: float = 30 * 86400.0
     limits: Limits = field(default_factory=Limits)
     report: dict[str, Any] | None = None  # report jobs: template id@version and data reference
+    sanitize: SanitizePolicy = field(default_factory=SanitizePolicy)
 
     def __post_init__(self) -> None:
         if not 36 <= self.dpi <= 600:
@@ -172,6 +211,8 @@ class JobPolicy:
             raise ConfigError("retry backoff must be >= 0 and retention positive")
         if self.raster_encoding not in ("auto", "jpeg", "png", "gray"):
             raise ConfigError("raster_encoding must be auto, jpeg, png or gray")
+        if self.validation not in VALIDATION_LEVELS:
+            raise ConfigError("validation must be standard or exhaustive")
         if self.owner_password_policy not in ("refuse", "keep"):
             raise ConfigError("owner_password_policy must be refuse or keep")
         if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,31}", self.region):
@@ -203,6 +244,8 @@ class JobPolicy:
             d["watermark"] = WatermarkSpec(**wm)
         if isinstance(d.get("limits"), dict):
             d["limits"] = Limits(**d["limits"])
+        if isinstance(d.get("sanitize"), dict):
+            d["sanitize"] = SanitizePolicy(**d["sanitize"])
         try:
             return cls(**d)
         except (TypeError, ValueError) as exc:

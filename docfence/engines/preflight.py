@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import re
-import zlib
 from dataclasses import dataclass, field
 
 import pikepdf
@@ -26,9 +25,9 @@ from docfence.core.errors import (
     UnsupportedFeature,
 )
 from docfence.core.policy import JobPolicy, Limits
+from docfence.engines import decode
 from docfence.engines.geometry import PageGeometry, page_geometry
 
-_MAX_ZLIB_RATIO = 1032  # deflate cannot expand more than this; smaller streams cannot exceed a limit
 _MAX_TREE_DEPTH = 64
 _MAX_TRAILING_BYTES = 1024
 
@@ -67,7 +66,9 @@ def preflight(data: bytes, policy: JobPolicy, password: str | None = None) -> Op
         check_encryption(policy, password)
     if len(pdf.objects) > limits.max_objects:
         raise OverLimits("The PDF has more objects than the configured limit.")
-    if "/XFA" in pdf.Root.get("/AcroForm", pikepdf.Dictionary()):
+    if "/XFA" in pdf.Root.get("/AcroForm", pikepdf.Dictionary()) and policy.sanitize.active_content == "keep":
+        # kept XFA would win over the watermarked pages in XFA readers; strip or refuse are handled by
+        # the sanitiser
         raise UnsupportedFeature("The PDF uses an XFA form, which cannot be watermarked faithfully.")
     pages = collect_pages(pdf, limits.max_pages)
     geometry = [page_geometry(page) for page in pages]
@@ -141,31 +142,41 @@ def collect_pages(pdf: pikepdf.Pdf, max_pages: int) -> list[pikepdf.Dictionary]:
 
 
 def check_streams(pdf: pikepdf.Pdf, limits: Limits) -> None:
-    """PDF bombs fail fast: images by declared size, big or chained-filter streams by bounded inflate."""
-    small = limits.max_stream_bytes // _MAX_ZLIB_RATIO
+    """PDF bombs fail fast: images by declared size, every other stream whose filter chain could expand
+    past the limit by bounded, streamed decoding of the whole chain (any order of Flate, LZW, RunLength,
+    ASCIIHex, ASCII85); a declared /DL over the limit is refused without decoding. Every object is
+    checked, reachable from a page or not."""
     for obj in pdf.objects:
         if not isinstance(obj, pikepdf.Stream):
             continue
         if obj.get("/Subtype") == pikepdf.Name.Image:
-            width, height = int(obj.get("/Width", 0)), int(obj.get("/Height", 0))
-            bpc = obj.get("/BitsPerComponent", 8)
-            bits = (
-                int(bpc)
-                if isinstance(bpc, int | pikepdf.Object) and not isinstance(bpc, pikepdf.Array)
-                else 8
-            )
-            if width * height * bits * 4 // 8 > limits.max_stream_bytes:
-                raise OverLimits("An image is larger than the configured decompressed size limit.")
-        filters = stream_filters(obj)
+            check_image_size(obj, limits)
+        filters = decode.canonical(stream_filters(obj))
         if not filters:
             continue
-        raw_len = int(obj.get("/Length", 0))
-        if len(filters) == 1 and filters[0] != "/LZWDecode" and raw_len < small:
-            continue
-        if "/DL" in obj and int(obj.DL) > limits.max_stream_bytes:
+        if _int(obj.get("/DL", 0)) > limits.max_stream_bytes:
             raise OverLimits("A stream is larger than the configured decompressed size limit.")
-        if all(f == "/FlateDecode" for f in filters):
-            bounded_inflate(obj.read_raw_bytes(), len(filters), limits.max_stream_bytes)
+        raw = obj.read_raw_bytes()
+        if decode.worst_case_size(len(raw), filters) <= limits.max_stream_bytes:
+            continue
+        try:
+            decode.decoded_size(raw, filters, limits.max_stream_bytes)
+        except decode.DecodeError:
+            continue  # undecodable unused streams are tolerated; page content is checked separately
+
+
+def _int(value: object) -> int:
+    try:
+        return int(value)  # type: ignore[call-overload,no-any-return]
+    except (TypeError, ValueError):
+        return 0
+
+
+def check_image_size(obj: pikepdf.Stream, limits: Limits) -> None:
+    width, height = _int(obj.get("/Width", 0)), _int(obj.get("/Height", 0))
+    bits = _int(obj.get("/BitsPerComponent", 8)) or 8
+    if width * height * bits * 4 // 8 > limits.max_stream_bytes:
+        raise OverLimits("An image is larger than the configured decompressed size limit.")
 
 
 def stream_filters(obj: pikepdf.Stream) -> list[str]:
@@ -177,19 +188,12 @@ def stream_filters(obj: pikepdf.Stream) -> list[str]:
     return [str(raw)]
 
 
-def bounded_inflate(raw: bytes, times: int, limit: int) -> bytes:
-    """Inflate `times` chained Flate layers without ever holding more than `limit` + 1 bytes."""
-    data = raw
-    for _ in range(times):
-        inflater = zlib.decompressobj()
-        try:
-            out = inflater.decompress(data, limit + 1)
-        except zlib.error:
-            return b""  # undecodable unused streams are tolerated; page content is checked separately
-        if len(out) > limit:
-            raise OverLimits("A stream is larger than the configured decompressed size limit.")
-        data = out
-    return data
+def bounded_inflate(raw: bytes, times: int, limit: int) -> int:
+    """Size of `times` chained Flate layers, raising OverLimits past `limit` (kept for callers/tests)."""
+    try:
+        return decode.decoded_size(raw, ["/FlateDecode"] * times, limit)
+    except decode.DecodeError:
+        return 0
 
 
 def check_page_content(page: pikepdf.Dictionary, limits: Limits) -> None:

@@ -19,7 +19,7 @@ from docfence.core.errors import (
     PasswordRequired,
     UnsupportedFeature,
 )
-from docfence.core.policy import JobPolicy, Limits
+from docfence.core.policy import JobPolicy, Limits, SanitizePolicy
 from docfence.engines import samples
 from docfence.engines.preflight import bounded_inflate, preflight
 
@@ -71,7 +71,7 @@ def test_xfa_is_unsupported() -> None:
     pdf = pikepdf.open(io.BytesIO(samples.form()))
     pdf.Root.AcroForm.XFA = pdf.make_stream(b"<xdp:xdp/>")
     with pytest.raises(UnsupportedFeature):
-        preflight(_save(pdf), JobPolicy())
+        preflight(_save(pdf), JobPolicy(sanitize=SanitizePolicy.keep_all()))
 
 
 def test_user_password_required() -> None:
