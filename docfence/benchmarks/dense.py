@@ -45,7 +45,7 @@ def _content(number: int, rng: random.Random) -> bytes:
 
 
 def _links(pdf: pikepdf.Pdf, index: int, count: int) -> list[pikepdf.Object]:
-    annots = []
+    annots: list[pikepdf.Object] = []
     for slot in range(4):
         rect = pikepdf.Array([56 + slot * 130, 60, 56 + slot * 130 + 110, 74])
         if slot < 2:
