@@ -39,14 +39,17 @@ def run(store: str, jobs: int, workers: int, pages: int, *, latency: bool = Fals
         result: dict[str, Any] = {"bench": "service", "store": store, "jobs": jobs, "workers": workers,
                                   "pages": pages, "mode": "latency" if latency else "throughput",
                                   "load_before": os.getloadavg()[0], "cores": os.cpu_count()}
-        result["engine"] = _engine_only(doc, env, samples=min(jobs, 30))
+        result["engine"] = _engine_only(doc, env, samples=min(jobs, 30), width=workers)
         with _server(env, tmp / "serve.log") as base, _workers(env, tmp, workers) as procs:
             with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=120) as http:
                 _submit_and_wait(http, [doc] * (2 * workers))  # warm: zygotes ready, connections open
+                cpu_before = _worker_cpu_s(procs)
                 if latency:
                     result["latency"] = _latency(base, http, doc, jobs)
                 else:
                     result["service"] = _throughput(http, doc, jobs, pages, url)
+                cpu = _worker_cpu_s(procs) - cpu_before
+                result["worker_cpu_ms_per_job"] = round(cpu * 1000 / jobs, 2)
             result["peak_rss_mb"] = _peak_rss(procs)
         if not latency:
             result["qpdf_loop"] = _qpdf_loop(tmp, doc, jobs, pages)
@@ -170,21 +173,54 @@ def _store_times(url: str, ids: list[str]) -> tuple[list[float], list[float]]:
         store.close()
 
 
-def _engine_only(doc: bytes, env: dict[str, str], samples: int) -> dict[str, Any]:
-    """The engine alone (preflight, mark, validation) on the same document with the same class policy,
-    in one warm process: the figure the service is compared with."""
-    from docfence import engines
+def _engine_only(doc: bytes, env: dict[str, str], samples: int, width: int) -> dict[str, Any]:
+    """The engine alone (preflight, mark, validation) on the same document with the same class policy:
+    one warm process for the per-job time, then `width` processes at once (the service's workers'
+    cores) for pages/s."""
+    import multiprocessing as mp
 
     policy = load_settings(env=env).policy_for(None)
-    engines.process(doc, policy)  # warm
+    wall, cpu, pages = _engine_loop(doc, policy.to_dict(), max(3, samples))
+    with mp.get_context("fork").Pool(width) as pool:  # nothing threaded has started in this process yet
+        started = monotonic()
+        done = pool.starmap(_engine_loop, [(doc, policy.to_dict(), max(3, samples))] * width)
+        parallel_wall = monotonic() - started
+    total_pages = sum(p * max(3, samples) for _, _, p in done)
+    return {"samples": max(3, samples), "ms_per_job_p50": round(wall * 1000, 2),
+            "cpu_ms_per_job": round(cpu * 1000, 2), "pages": pages,
+            "pages_per_s_one_process": round(pages / wall, 1),
+            "pages_per_s": round(total_pages / parallel_wall, 1), "processes": width}
+
+
+def _engine_loop(doc: bytes, policy_dict: dict[str, Any], samples: int) -> tuple[float, float, int]:
+    """(median wall s, mean CPU s, pages) of `samples` warm runs of the engine in this process."""
+    import time
+
+    from docfence import engines
+    from docfence.core.policy import JobPolicy
+
+    policy = JobPolicy.from_dict(policy_dict)
+    result = engines.process(doc, policy)  # warm
     times = []
-    for _ in range(max(3, samples)):
+    cpu_started = time.process_time()
+    for _ in range(samples):
         started = monotonic()
         result = engines.process(doc, policy)
         times.append(monotonic() - started)
-    median = statistics.median(times)
-    return {"samples": len(times), "ms_per_job_p50": round(median * 1000, 2),
-            "pages_per_s": round(result.pages / median, 1), "pages": result.pages}
+    return statistics.median(times), (time.process_time() - cpu_started) / samples, result.pages
+
+
+def _worker_cpu_s(procs: list[subprocess.Popen[bytes]]) -> float:
+    """CPU seconds used so far by the workers, their zygotes and the reaped render processes (the
+    zygote's cutime/cstime): a per-job cost that a loaded machine does not inflate the way wall time is."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for proc in procs:
+        for pid in [proc.pid, *[c for c in _children(proc.pid) if _comm(c) == "docfence-zygote"]]:
+            with contextlib.suppress(OSError):
+                fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+                total += sum(int(f) for f in fields[11:15]) / tick  # utime stime cutime cstime
+    return total
 
 
 def _latency(base: str, http: httpx.Client, doc: bytes, count: int) -> dict[str, Any]:
@@ -261,9 +297,11 @@ def _ratios(result: dict[str, Any]) -> None:
     result["ratio_service_to_engine_pages"] = round(service["pages_per_s"] / engine["pages_per_s"], 3)
     result["ratio_service_to_qpdf_files"] = round(service["jobs_per_s"] / qpdf["files_per_s"], 3)
     claim_to_commit = service["claim_to_commit_ms"]
-    # per-job overhead: a worker's time on a job (claim -> commit) minus the engine's own time for it
+    # per-job overhead: a worker's time on a job (claim -> commit) minus the engine's own time for it;
+    # and the same in CPU time (workers + zygotes + render processes, per job, minus the engine's CPU)
     result["per_job_overhead_ms"] = {
-        "p50": round(claim_to_commit["p50"] - engine["ms_per_job_p50"], 2),
+        "wall_p50": round(claim_to_commit["p50"] - engine["ms_per_job_p50"], 2),
+        "cpu_mean": round(result["worker_cpu_ms_per_job"] - engine["cpu_ms_per_job"], 2),
         "note": f"claim->commit p50 minus engine-only p50; {workers} workers on {result['cores']} cores",
     }
 

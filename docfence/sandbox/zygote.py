@@ -183,6 +183,7 @@ def warm() -> None:
 
     from docfence.engines.outline_text import available_fonts
     from docfence.sandbox import work  # noqa: F401
+    from docfence.worker import faults  # noqa: F401  (the test hook every task passes through)
 
     for font in available_fonts():  # character maps and glyph sets parsed once, shared by every child
         font.getBestCmap()
