@@ -47,8 +47,8 @@ class Zygote:
         protocol.send(self.control, {"ready": os.getpid()})
         later = list(WARM_LATER)
         while True:
-            events = sel.select(0 if later else None)
-            if not events and later:  # idle: one more warm-up step (a task arriving waits for one step)
+            events = sel.select(IDLE_BEFORE_WARMING_S if later else None)
+            if not events and later:  # idle a while: one more warm-up step (a task arriving waits for it)
                 later.pop(0)()
                 if not later:
                     _freeze()
@@ -211,6 +211,7 @@ def _freeze() -> None:
 
 
 WARM_LATER: tuple[Callable[[], None], ...] = (lambda: _sample(Mode.RASTER), _import_reports)
+IDLE_BEFORE_WARMING_S = 0.5  # a steady stream of tasks (a CLI batch) is never held up by warm-up steps
 
 
 def main(argv: list[str] | None = None) -> int:
