@@ -6,6 +6,7 @@
     │   ├── NotFound
     │   ├── IdempotencyConflict        same key, different request
     │   ├── IllegalTransition          not in core.states.TRANSITIONS
+    │   │   └── JobAlreadyEnded        cancel asked of a job that already succeeded or failed
     │   ├── TemplateIdTaken            the template id belongs to another tenant (or is shared)
     │   ├── StaleAttempt               fenced update matched zero rows: discard the work
     │   │   └── LeaseLost              heartbeat refused: the lease belongs to nobody or someone else
@@ -30,7 +31,10 @@
     ├── RequestError                   the service boundary: a caller's request is refused
     │   ├── InvalidRequest, Unauthorized, Forbidden, UploadTooLarge
     │   │   InvalidRequest
-    │   │   └── InvalidWatermark       the watermark spec is malformed (400, names the field)
+    │   │   ├── InvalidWatermark       the watermark spec is malformed (400, names the field)
+    │   │   └── InvalidReportData      report data fails its template's schema (400, names the path)
+    │   ├── EmptyUpload                the upload has no bytes (400, before any job exists)
+    │   ├── UnsupportedUpload          the upload is not a PDF by its first bytes (415)
     │   ├── ArtifactNotReady, ArtifactGone, SignedUrlExpired
     │   └── SignedUrlInvalid
     │       └── SignedUrlRevoked       the key that minted the link was revoked
@@ -48,9 +52,11 @@ class DocfenceError(Exception):
     code: ClassVar[str] = "internal_error"
     retryable: ClassVar[bool] = False
 
-    def __init__(self, message: str | None = None) -> None:
+    def __init__(self, message: str | None = None, *, field: str | None = None) -> None:
         doc = (type(self).__doc__ or "").strip().splitlines()
         self.message = message or (doc[0] if doc else self.code)
+        #: The request field or setting at fault, as the caller named it (e.g. "deadline_s"), if one is.
+        self.field = field
         super().__init__(self.message)
 
 
@@ -82,6 +88,12 @@ class IllegalTransition(StoreError):
     """That transition is not in the state machine."""
 
     code = "illegal_transition"
+
+
+class JobAlreadyEnded(IllegalTransition):
+    """The job already ended; there is nothing to cancel."""
+
+    code = "job_already_ended"
 
 
 class TemplateIdTaken(StoreError):
@@ -279,6 +291,24 @@ class InvalidWatermark(InvalidRequest):
     """The watermark spec is malformed."""
 
     code = "invalid_watermark"
+
+
+class InvalidReportData(InvalidRequest):
+    """The report data does not match the template's JSON Schema."""
+
+    code = "invalid_report_data"
+
+
+class EmptyUpload(RequestError):
+    """The upload is empty; no job was created."""
+
+    code = "empty_upload"
+
+
+class UnsupportedUpload(RequestError):
+    """The upload is not a PDF (no %PDF- header in its first 1024 bytes); no job was created."""
+
+    code = "unsupported_media_type"
 
 
 class Unauthorized(RequestError):

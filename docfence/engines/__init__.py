@@ -29,6 +29,7 @@ def process(data: bytes, policy: JobPolicy, *, password: str | None = None,
     `on_pages` hears the page count once preflight knows it (the sandbox sizes its time budget by it)."""
     from docfence.engines.preflight import preflight
     from docfence.engines.raster import watermark_raster
+    from docfence.engines.repair import readers_agree
     from docfence.engines.sanitize import sanitize
     from docfence.engines.validate import require_valid, validate
     from docfence.engines.vector import save, watermark_vector
@@ -40,13 +41,15 @@ def process(data: bytes, policy: JobPolicy, *, password: str | None = None,
         on_pages(len(opened.pages))
     sanitised = sanitize(opened.pdf, opened.pages, policy.sanitize)
     source = data
-    if sanitised.annotations_changed:
-        # the validator compares annotations with its source: give it (and the raster renderer) the
-        # sanitised input, so what was stripped on purpose is not reported as a lost link
+    if sanitised.annotations_changed or opened.repaired:
+        # the validator compares the output with its source: give it (and the raster renderer) the
+        # repaired and sanitised input, so what was changed on purpose is not reported as a loss
         source = save(opened.pdf, opened.encrypted)
+        if opened.repaired:
+            readers_agree(source, len(opened.pages), password)
         notes = opened.notes
         opened = preflight(source, policy, password)
-        opened.notes[:0] = notes
+        opened.notes = [*notes, *(n for n in opened.notes if n not in notes)]
     mode = Mode(policy.mode).value
     if mode == "vector":
         output = watermark_vector(opened, policy)

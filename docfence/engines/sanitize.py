@@ -16,7 +16,7 @@ from typing import Any
 
 import pikepdf
 
-from docfence.core.errors import ActiveContentRefused
+from docfence.core.errors import ActiveContentRefused, MalformedPdf
 from docfence.core.policy import SanitizePolicy
 from docfence.engines.sanitize_kinds import (
     CATALOG_KEYS,
@@ -108,12 +108,17 @@ class _Sanitizer:
 
 
 def sanitize(pdf: pikepdf.Pdf, pages: list[pikepdf.Dictionary], policy: SanitizePolicy) -> SanitizeResult:
-    """Sanitise `pdf` in place (pages as preflight collected them); raises ActiveContentRefused."""
+    """Sanitise `pdf` in place (pages as preflight collected them); raises ActiveContentRefused, and
+    MalformedPdf when the library cannot read a structure it walks (never an uncoded exception)."""
     s = _Sanitizer(pdf, policy)
-    _document(s)
-    for number, page in enumerate(pages, start=1):
-        _page(s, page, number)
-    _everywhere(s)
+    try:
+        _document(s)
+        for number, page in enumerate(pages, start=1):
+            _page(s, page, number)
+        _everywhere(s)
+    except (pikepdf.PdfError, ValueError, TypeError, KeyError, IndexError, AttributeError,
+            RecursionError) as exc:
+        raise MalformedPdf("The PDF is damaged beyond safe repair (its structure cannot be read).") from exc
     refused = sorted({f.kind for f in s.result.found if decision(f.kind, policy) == "refuse"})
     if refused:
         raise ActiveContentRefused(

@@ -112,11 +112,16 @@ def test_cancel_queued_and_rendering_jobs(any_env: ApiEnv) -> None:
         assert client.get(rendering.id).state == "rendering"
         canceled = client.cancel(rendering.id)
         assert canceled.state == "canceled" and canceled.error_code == "canceled"
-        with pytest.raises(Conflict) as caught:
-            client.cancel(rendering.id)
+        again = client.cancel(rendering.id)  # the caller's wish already holds: the same canceled job
+        assert again.state == "canceled" and again.raw["updated_at"] == canceled.raw["updated_at"]
         with pytest.raises(JobCanceled):
             client.wait(rendering.id, budget_s=5)
-    assert caught.value.server_code == "illegal_transition"
+        finished = client.submit(PDF + b"%done\n")
+        env.finish(finished.id)
+        with pytest.raises(Conflict) as caught:
+            client.cancel(finished.id)
+    assert caught.value.server_code == "job_already_ended"
+    assert "already ended as succeeded" in str(caught.value)
     assert env.store.attempts(rendering.id)[0].outcome == "cancel_requested"
 
 
@@ -163,10 +168,10 @@ def test_upload_over_limit_is_413_and_nothing_is_stored(tmp_path: Path) -> None:
         key = env.key()
         headers = {"Authorization": f"Bearer {key}"}
         small_over = httpx.post(f"{env.base_url}/v1/jobs", headers=headers,
-                                files={"file": ("a.pdf", b"%" * 1001)})
+                                files={"file": ("a.pdf", b"%PDF-" + b"%" * 996)})
         huge = httpx.post(f"{env.base_url}/v1/jobs", headers=headers,
-                          files={"file": ("a.pdf", b"%" * (200 * 1024))})
-        ok = client.submit(b"%" * 1000)
+                          files={"file": ("a.pdf", b"%PDF-" + b"%" * (200 * 1024))})
+        ok = client.submit(b"%PDF-" + b"%" * 995)
         for response in (small_over, huge):
             assert response.status_code == 413
             assert response.json()["error"]["code"] == "upload_too_large"

@@ -81,10 +81,13 @@ def scanned_pages(count: int) -> bytes:
     return builder.to_bytes()
 
 
-def opaque_stamp_page() -> bytes:
-    """One text page under an opaque full-page Stamp annotation (its appearance is drawn above content)."""
+def opaque_stamp_page(count: int = 12, stamped: int = 5) -> bytes:
+    """`count` text pages; page `stamped` (0-based) lies under an opaque full-page Stamp annotation (its
+    appearance is drawn above the content and above an overlay mark)."""
     builder = samples.SampleBuilder()
-    page = builder.page(["Text under an opaque stamp"])
+    for n in range(count):
+        builder.page([f"Page {n + 1}" + (": text under an opaque stamp" if n == stamped else "")])
+    page = builder.pdf.pages[stamped].obj
     appearance = builder.pdf.make_stream(b"q 1 g 0 0 595 842 re f Q")
     appearance.Type, appearance.Subtype = pikepdf.Name.XObject, pikepdf.Name.Form
     appearance.BBox = pikepdf.Array([0, 0, 595, 842])

@@ -147,9 +147,14 @@ def test_underlay_hidden_under_an_opaque_full_page_image(level: str) -> None:
 
 @pytest.mark.parametrize("level", LEVELS)
 def test_overlay_hidden_under_an_opaque_annotation(level: str) -> None:
-    source = opaque_stamp_page()
+    """Page 6 of 12 (outside the standard sample) is rendered because an appearance is drawn above it."""
+    source = opaque_stamp_page(12, stamped=5)
     report = run(source, watermarked(source), level)
     assert failed(report) == {"watermark_rendered"}
+    rendered = next(c for c in report["checks"] if c["name"] == "watermark_rendered")  # type: ignore[attr-defined]
+    assert rendered["failures"] == ["page 6: watermark not visible when rendered"]
+    if level == "standard":
+        assert rendered["why"]["annotation appearances are drawn above the mark"] == "6"
 
 
 @pytest.mark.parametrize("level", LEVELS)

@@ -307,6 +307,7 @@ def test_real_clock_and_sleep_end_at_the_deadline(fake: FakeProvider, config: Pr
     with ProviderClient(config, timeout_s=30) as client:
         poller = BoundedPoller(client, clock=clock, sleep=sleep, policy=policy)
         outcome = poller.poll(job_id, deadline=deadline, sink=RecordingSink())
-    assert outcome.outcome is PollOutcomeCode.DEADLINE and outcome.passes >= 1
+    # how many passes fit before the deadline depends on this machine's load: not asserted
+    assert outcome.outcome is PollOutcomeCode.DEADLINE and outcome.passes >= len(asked)
     assert clock.now() >= deadline
     assert all(at + timedelta(seconds=s) <= deadline for at, s in asked)

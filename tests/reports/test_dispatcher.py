@@ -12,6 +12,7 @@ import pytest
 
 from docfence.blobs import RegionRouter
 from docfence.core.clock import FakeClock
+from docfence.core.errors import InvalidReportData
 from docfence.core.states import JobState
 from docfence.engines.report import render_report
 from docfence.engines.report_sample import load_monthly_bundle, sample_monthly_data
@@ -141,7 +142,12 @@ def test_5xx_forever_retries_within_attempts_without_duplicate_provider_jobs(
 @pytest.mark.parametrize("store_kind", ["sqlite"])
 def test_bad_data_fails_before_anything_is_sent(
     fake: FakeProvider, dispatcher: Dispatcher, rstore: SqlStore, monthly: str, requests_uc: ReportRequests,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    with pytest.raises(InvalidReportData):  # refused when requested...
+        provider_request(requests_uc, monthly, data={"clinic": ""})
+    # ...and a job queued before that check existed (an upgrade) still fails before anything is sent
+    monkeypatch.setattr("docfence.reports.requests._check_data", lambda template, data: None)
     job_id = provider_request(requests_uc, monthly, data={"clinic": ""})
     dispatcher.run_once()
     job = rstore.get(job_id)

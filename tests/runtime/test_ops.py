@@ -47,7 +47,7 @@ def test_pause_drain_set_mode_resume(tmp_path: Path) -> None:
     assert cli(env, "ops", "set-mode", "default", "raster").returncode == 0
     routed = submit()
     assert rt.store.get(routed).mode == "raster" and rt.store.get(vector).policy.mode.value == "vector"
-    status = json.loads(cli(env, "ops", "status").stdout)
+    status = json.loads(cli(env, "ops", "status", "--json").stdout)
     assert status["paused"] == ["raster"] and status["class_modes"] == {"default": "raster"}
     assert cli(env, "ops", "resume", "--mode", "raster").returncode == 0
     assert cli(env, "worker", "--until-idle").returncode == 0
