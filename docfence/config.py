@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from docfence.core.errors import ConfigError
-from docfence.core.policy import VALIDATION_LEVELS, JobPolicy, Kind, Limits, Mode, WatermarkSpec
+from docfence.core.policy import (
+    VALIDATION_LEVELS,
+    JobPolicy,
+    Kind,
+    Limits,
+    Mode,
+    SanitizePolicy,
+    WatermarkSpec,
+)
 
 DEFAULT_DATABASE_URL = "sqlite:///docfence-data/docfence.db"
 DEFAULT_STORAGE_URL = "file:docfence-data/objects"
@@ -32,13 +40,22 @@ class DocumentClass:
     retention_s: float = 30 * 86400.0
     region: str = "local"
     watermark: WatermarkSpec = field(default_factory=WatermarkSpec)
+    sanitize: SanitizePolicy = field(default_factory=SanitizePolicy)  # default: strip (leaves the org)
     validation: str = "standard"  # standard | exhaustive (see JobPolicy.validation)
+    limits: dict[str, Any] = field(default_factory=dict)  # per-class overrides of [limits], e.g. budgets
 
     def __post_init__(self) -> None:
         if not 0 < self.deadline_s <= self.max_deadline_s:
-            raise ConfigError(f"class {self.name}: deadline_s must be in (0, max_deadline_s]")
+            raise ConfigError(f"deadline_s={self.deadline_s:g}: must be in (0, max_deadline_s="
+                              f"{self.max_deadline_s:g}] for class {self.name}")
         if self.validation not in VALIDATION_LEVELS:
-            raise ConfigError(f"class {self.name}: validation must be one of {', '.join(VALIDATION_LEVELS)}")
+            raise ConfigError(f"validation={self.validation!r}: allowed: {', '.join(VALIDATION_LEVELS)}"
+                              f" for class {self.name}")
+        unknown = sorted(set(self.limits) - {f.name for f in fields(Limits)})
+        if unknown:
+            raise ConfigError(f"limits.{unknown[0]}: unknown limit for class {self.name} (allowed: "
+                              f"{', '.join(f.name for f in fields(Limits))})")
+        Limits(**self.limits)  # each override is checked at start-up, not at the first job
 
 
 @dataclass(frozen=True)
@@ -53,9 +70,11 @@ class WorkerConfig:
 
     def __post_init__(self) -> None:
         if not 0 < self.heartbeat_interval_s < self.lease_ttl_s / 2:
-            raise ConfigError("heartbeat_interval_s must be positive and under half of lease_ttl_s")
-        if self.batch < 1 or self.poll_interval_s <= 0 or self.reconcile_interval_s <= 0:
-            raise ConfigError("batch, poll_interval_s and reconcile_interval_s must be positive")
+            raise ConfigError(f"heartbeat_interval_s={self.heartbeat_interval_s!r}: must be positive and "
+                              f"under half of lease_ttl_s={self.lease_ttl_s!r}")
+        for name in ("batch", "poll_interval_s", "reconcile_interval_s"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name}={getattr(self, name)!r}: must be positive")
 
 
 @dataclass(frozen=True)
@@ -101,6 +120,8 @@ class Settings:
     signed_url_ttl_s: float = 300.0
     max_upload_bytes: int = 100 * 1024 * 1024
     reconcile_batch: int = 100
+    # the reconciler leaves an ended attempt's staged object alone this long (see ReconcileConfig)
+    staging_grace_s: float = 60.0
     report_processors: tuple[str, ...] = ()  # outside renderers report requests may name
     log_level: str = "INFO"
 
@@ -111,6 +132,8 @@ class Settings:
             raise ConfigError("DOCFENCE_STORAGE_URL must be file:///dir or s3://bucket/prefix")
         if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
             raise ConfigError("DOCFENCE_LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL")
+        if not 0 <= self.staging_grace_s <= 86400:
+            raise ConfigError("DOCFENCE_STAGING_GRACE_S must be in [0, 86400]")
         if self.default_class not in self.all_classes():
             raise ConfigError(f"default_class {self.default_class!r} is not a configured class")
 
@@ -125,19 +148,24 @@ class Settings:
         try:
             return self.all_classes()[name]
         except KeyError:
-            raise ConfigError(f"unknown document class {name!r}") from None
+            raise ConfigError(f"document_class={name!r}: unknown class (configured: "
+                              f"{', '.join(sorted(self.all_classes()))})", field="document_class") from None
 
     def policy_for(self, class_name: str | None, *, mode_override: str | None = None,
                    **overrides: Any) -> JobPolicy:
         """The frozen policy a new job of this class gets (the caller may only tighten the deadline)."""
         cls = self.document_class(class_name)
-        deadline = float(overrides.pop("deadline_s", None) or cls.deadline_s)
+        asked = overrides.pop("deadline_s", None)
+        deadline = cls.deadline_s if asked is None else float(asked)
         if not 0 < deadline <= cls.max_deadline_s:
-            raise ConfigError(f"deadline_s must be in (0, {cls.max_deadline_s:g}] for class {cls.name}")
+            raise ConfigError(f"deadline_s={deadline:g}: must be in (0, {cls.max_deadline_s:g}] seconds for "
+                              f"class {cls.name} (its max_deadline_s)", field="deadline_s")
         base = JobPolicy(
             kind=Kind.WATERMARK, document_class=cls.name, mode=Mode(mode_override or cls.mode),
             dpi=cls.dpi, watermark=cls.watermark, deadline_s=deadline, lease_ttl_s=self.worker.lease_ttl_s,
-            max_attempts=cls.max_attempts, region=cls.region, retention_s=cls.retention_s, limits=self.limits,
+            max_attempts=cls.max_attempts, region=cls.region, retention_s=cls.retention_s,
+            limits=replace(self.limits, **cls.limits) if cls.limits else self.limits,
+            sanitize=cls.sanitize,
             validation=cls.validation,
         )
         return base.evolve(**overrides) if overrides else base
@@ -150,6 +178,7 @@ _ENV = {
     "DOCFENCE_DEFAULT_CLASS": ("default_class", str),
     "DOCFENCE_MAX_UPLOAD_BYTES": ("max_upload_bytes", int),
     "DOCFENCE_LOG_LEVEL": ("log_level", str),
+    "DOCFENCE_STAGING_GRACE_S": ("staging_grace_s", float),
 }
 _WORKER_ENV = {
     "DOCFENCE_LEASE_TTL_S": "lease_ttl_s",
@@ -187,57 +216,178 @@ def environment() -> dict[str, str]:
 
 
 def load_settings(path: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None) -> Settings:
-    """Build Settings from an optional TOML file and the DOCFENCE_* environment."""
+    """Build Settings from an optional TOML file and the DOCFENCE_* environment.
+
+    Every ConfigError raised here is one line that names the setting as the user wrote it (the
+    variable, `--config FILE`'s `[section].key`), the value, and what is allowed."""
     env = dict(os.environ if env is None else env)
     path = path or env.get("DOCFENCE_CONFIG")
     data: dict[str, Any] = {}
     if path:
         try:
             data = tomllib.loads(Path(path).read_text("utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+        except OSError as exc:
+            raise ConfigError(f"DOCFENCE_CONFIG={str(path)!r}: cannot read the file ({exc.strerror})") \
+                from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"DOCFENCE_CONFIG={str(path)!r}: not valid TOML ({exc})") from exc
     try:
         return _build(data, env)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError) as exc:  # a constructor check this loader did not anticipate
         raise ConfigError(f"invalid configuration: {exc}") from exc
 
 
+#: Allowed values of top-level settings, checked with the name the user wrote before Settings exists.
+_ALLOWED: dict[str, tuple[Any, str]] = {
+    "database_url": (lambda v: isinstance(v, str) and v.startswith(("sqlite:///", "postgresql://",
+                                                                    "postgres://")),
+                     "allowed: sqlite:///relative.db, sqlite:////abs/path.db or postgresql://user@host:5432/db"),
+    "storage_url": (lambda v: isinstance(v, str) and v.startswith(("file:", "s3://")),
+                    "allowed: file:///abs/dir, file:rel/dir or s3://bucket/prefix"),
+    "log_level": (lambda v: isinstance(v, str) and v.upper() in ("DEBUG", "INFO", "WARNING", "ERROR",
+                                                                  "CRITICAL"),
+                  "allowed: DEBUG, INFO, WARNING, ERROR or CRITICAL"),
+}
+_SETTING_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
+_TYPE_WORDS = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false"}
+
+
+def _invalid(label: str, value: Any, allowed: str) -> ConfigError:
+    return ConfigError(f"{label}={value!r}: {allowed}")
+
+
+def _typed(label: str, value: Any, type_name: str) -> Any:
+    """`value` checked against a simple annotation (int, float, str, bool); others pass through."""
+    want = _SETTING_TYPES.get(type_name.split(" |")[0].strip())
+    if want is None:
+        return value
+    if want is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, want) or (want is int and isinstance(value, bool)):
+        raise _invalid(label, value, f"must be {_TYPE_WORDS[type_name.split(' |')[0].strip()]}")
+    return value
+
+
+def _from_env(var: str, raw: str, type_name: str) -> Any:
+    """An environment variable's text as `type_name`, or a ConfigError naming the variable."""
+    try:
+        return {"int": int, "float": float}.get(type_name, str)(raw)
+    except ValueError:
+        raise _invalid(var, raw, f"must be {_TYPE_WORDS.get(type_name, type_name)}") from None
+
+
+def _section(cls: type, label: str, table: Any, **extra: Any) -> Any:
+    """Build the frozen config `cls` from a TOML table; unknown keys and wrong types name `label`.key."""
+    if not isinstance(table, dict):
+        raise _invalid(label, table, "must be a table")
+    known = {f.name: str(f.type) for f in fields(cls) if f.name not in extra}
+    for key in table:
+        if key not in known:
+            raise ConfigError(f"{label}: unknown key {key!r} (allowed: {', '.join(sorted(known))})")
+    values = {key: _typed(f"{label}.{key}", value, known[key]) for key, value in table.items()}
+    try:
+        return cls(**extra, **values)
+    except ConfigError as exc:
+        raise ConfigError(f"{label}: {exc.message}") from None
+
+
 def _build(data: dict[str, Any], env: dict[str, str]) -> Settings:
-    known = {f.name for f in fields(Settings)}
-    unknown = set(data) - known
+    data = dict(data)
+    builtin = data.pop("builtin_classes", True)
+    if not isinstance(builtin, bool):
+        raise _invalid("builtin_classes", builtin, "must be true or false")
+    known = {f.name: str(f.type) for f in fields(Settings)}
+    unknown = sorted(set(data) - set(known))
     if unknown:
-        raise ConfigError(f"unknown settings: {', '.join(sorted(unknown))}")
-    worker = WorkerConfig(**data.pop("worker", {}))
-    limits = Limits(**data.pop("limits", {}))
-    data["server"] = ServerConfig(**data.pop("server", {}))
-    classes = {name: _doc_class(name, spec) for name, spec in data.pop("classes", {}).items()}
+        top = sorted({*known, "builtin_classes"} - {"classes", "worker", "limits", "server"})
+        raise ConfigError(f"unknown setting {unknown[0]!r} (allowed top-level keys: {', '.join(top)}; "
+                          "tables: [classes.NAME], [worker], [limits], [server])")
+    sources = {name: name for name in data}
+    worker_table = data.pop("worker", {})
+    limits = _section(Limits, "[limits]", data.pop("limits", {}))
+    data["server"] = _section(ServerConfig, "[server]", data.pop("server", {}))
+    classes = _classes(data.pop("classes", {}), builtin)
     if "report_processors" in data:
-        data["report_processors"] = tuple(data["report_processors"])
-    settings = Settings(worker=worker, limits=limits, classes=classes, **data)
-    changes: dict[str, Any] = {}
+        procs = data["report_processors"]
+        if not isinstance(procs, list) or not all(isinstance(p, str) for p in procs):
+            raise _invalid("report_processors", procs, "must be a list of provider names")
+        data["report_processors"] = tuple(procs)
+    if "regions" in data and not isinstance(data["regions"], dict):
+        raise _invalid("regions", data["regions"], "must be a table of region = storage URL")
+    for name in list(data):
+        if name not in ("server", "regions", "report_processors"):
+            data[name] = _typed(name, data[name], known[name])
     for var, (name, typ) in _ENV.items():
-        if var in env and env[var] != "":
-            changes[name] = typ(env[var])
-    worker_changes: dict[str, Any] = {
-        name: float(env[var]) for var, name in _WORKER_ENV.items() if env.get(var)
-    }
-    if "batch" in worker_changes:
-        worker_changes["batch"] = int(worker_changes["batch"])
+        if env.get(var):
+            data[name], sources[name] = _from_env(var, env[var], typ.__name__), var
     if env.get("DOCFENCE_REPORT_PROCESSORS"):
-        changes["report_processors"] = tuple(
+        data["report_processors"] = tuple(
             p.strip() for p in env["DOCFENCE_REPORT_PROCESSORS"].split(",") if p.strip())
-    if worker_changes:
-        changes["worker"] = replace(worker, **worker_changes)
-    return replace(settings, **changes) if changes else settings
+    for name, (ok, allowed) in _ALLOWED.items():
+        if name in data and not ok(data[name]):
+            raise _invalid(sources[name], data[name], allowed)
+    worker = _worker(worker_table, env)
+    default_class = data.get("default_class", Settings.default_class)
+    configured = sorted(classes) or ["default"]
+    if default_class not in configured:
+        raise _invalid(sources.get("default_class", "default_class"), default_class,
+                       f"not a configured class (configured: {', '.join(configured)})")
+    return Settings(worker=worker, limits=limits, classes=classes, **data)
 
 
-def _doc_class(name: str, spec: dict[str, Any]) -> DocumentClass:
+def _worker(table: Any, env: dict[str, str]) -> WorkerConfig:
+    """[worker] with the DOCFENCE_* worker variables on top; a bad combination names where each came from."""
+    table = dict(table) if isinstance(table, dict) else table
+    names = {f.name: str(f.type) for f in fields(WorkerConfig)}
+    from_env = {}
+    for var, name in _WORKER_ENV.items():
+        if env.get(var):
+            from_env[name] = (var, _from_env(var, env[var], names[name]))
+    try:
+        base: WorkerConfig = _section(WorkerConfig, "[worker]", table)
+        if from_env:
+            return replace(base, **{name: value for name, (_, value) in from_env.items()})
+        return base
+    except ConfigError as exc:
+        given = ", ".join(f"{var}={env[var]!r}" for var, _ in from_env.values())
+        raise ConfigError(f"{exc.message}{f' (with {given})' if given else ''}") from None
+
+
+def _classes(tables: Any, builtin: bool) -> dict[str, DocumentClass]:
+    """Configured classes added to the built-in `default` (kept unless `builtin_classes = false`)."""
+    if not isinstance(tables, dict):
+        raise _invalid("classes", tables, "must be tables [classes.NAME]")
+    classes = {"default": DocumentClass("default")} if builtin and tables else {}
+    for name, spec in tables.items():
+        classes[name] = _doc_class(name, spec)
+    return classes
+
+
+def _doc_class(name: str, spec: Any) -> DocumentClass:
+    label = f"[classes.{name}]"
+    if not isinstance(spec, dict):
+        raise _invalid(label, spec, "must be a table of class settings")
     spec = dict(spec)
     if "mode" in spec:
-        spec["mode"] = Mode(spec["mode"])
+        try:
+            spec["mode"] = Mode(spec["mode"])
+        except ValueError:
+            raise _invalid(f"{label}.mode", spec["mode"], f"allowed: {', '.join(m.value for m in Mode)}") \
+                from None
     if "watermark" in spec:
-        wm = dict(spec["watermark"])
-        if "color" in wm:
-            wm["color"] = tuple(wm["color"])
-        spec["watermark"] = WatermarkSpec(**wm)
-    return DocumentClass(name=name, **spec)
+        wm = spec["watermark"]
+        if isinstance(wm, dict) and isinstance(wm.get("color"), list):
+            wm = {**wm, "color": tuple(wm["color"])}
+        try:
+            spec["watermark"] = WatermarkSpec.from_mapping(wm)
+        except ConfigError as exc:
+            raise ConfigError(f"{label}.watermark: {exc.message}") from None
+    if "sanitize" in spec:
+        policy = spec["sanitize"]
+        if not isinstance(policy, dict):
+            raise _invalid(f"{label}.sanitize", policy, "must be a table of sanitiser settings")
+        try:
+            spec["sanitize"] = _section(SanitizePolicy, f"{label}.sanitize", policy)
+        except TypeError as exc:
+            raise ConfigError(f"{label}.sanitize: {exc}") from None
+    return _section(DocumentClass, label, spec, name=name)  # type: ignore[no-any-return]

@@ -31,12 +31,16 @@ from docfence.core.errors import (
     BlobNotFound,
     ConfigError,
     DocfenceError,
+    EmptyUpload,
     Forbidden,
+    IllegalTransition,
     InvalidRequest,
     InvalidWatermark,
+    JobAlreadyEnded,
     NotFound,
     SignedUrlRevoked,
     Unauthorized,
+    UnsupportedUpload,
     UploadTooLarge,
 )
 from docfence.core.ids import new_id
@@ -50,6 +54,7 @@ from docfence.store.wakeups import JobEndWatch
 log = logging.getLogger(__name__)
 
 KEY_PREFIX = "dfk_"
+SNIFF_BYTES = 1024  # a PDF's %PDF- header must start within these first bytes (as PDF readers accept)
 _TENANT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _KEY_ID_RE = re.compile(r"[0-9a-f]{12}")
 #: Actors that name a process (worker host and pid): anything but a key reference that holds a digit.
@@ -100,6 +105,34 @@ class _CappedReader:
         if self.total > self.limit:
             raise UploadTooLarge(f"the upload exceeds {self.limit} bytes; nothing was stored")
         return data
+
+
+class _SniffedPdf:
+    """Reads through to `raw` once its first bytes proved a PDF: EmptyUpload (no bytes) or
+    UnsupportedUpload (no `%PDF-` within the first SNIFF_BYTES) before anything is stored."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        head = b""
+        while len(head) < SNIFF_BYTES:
+            chunk = raw.read(SNIFF_BYTES - len(head))
+            if not chunk:
+                break
+            head += chunk
+        if not head:
+            raise EmptyUpload("the upload is empty; send a PDF file")
+        if b"%PDF-" not in head:
+            raise UnsupportedUpload(f"the upload is not a PDF: no %PDF- header in its first {SNIFF_BYTES} "
+                                    "bytes")
+        self.raw, self.head = raw, head
+
+    def read(self, n: int = -1) -> bytes:
+        if self.head:
+            if n < 0:
+                data, self.head = self.head + self.raw.read(), b""
+                return data
+            data, self.head = self.head[:n], self.head[n:]
+            return data
+        return self.raw.read(n)
 
 
 def check_tenant(tenant: str) -> str:
@@ -158,7 +191,8 @@ class Service:
         job_id = new_id()
         key = layout.input_key(tenant, job_id)
         limit = int(self.settings.max_upload_bytes)
-        info = blobs.put_stream(key, _CappedReader(stream, limit), max_bytes=limit)
+        sniffed = _SniffedPdf(stream)
+        info = blobs.put_stream(key, _CappedReader(sniffed, limit), max_bytes=limit)
         new = NewJob(
             tenant=tenant, policy=policy, input_key=key, input_sha256=info.sha256, input_bytes=info.bytes,
             idempotency_key=request.idempotency_key, request_hash=_request_hash(info.sha256, policy, request),
@@ -183,7 +217,7 @@ class Service:
             try:
                 base = self.settings.document_class(request.document_class).watermark
             except ConfigError as exc:
-                raise InvalidRequest(str(exc)) from exc
+                raise InvalidRequest(exc.message, field=exc.field) from exc
             watermark = _watermark(base, request.watermark)
         try:
             cls = self.settings.document_class(request.document_class)
@@ -197,9 +231,10 @@ class Service:
                 overrides["watermark"] = watermark
             policy: JobPolicy = self.settings.policy_for(cls.name, mode_override=mode, **overrides)
             return policy
-        except (ConfigError, ValueError, TypeError) as exc:
-            raise InvalidRequest(str(exc) if isinstance(exc, ConfigError) else f"invalid request: {exc}") \
-                from exc
+        except ConfigError as exc:
+            raise InvalidRequest(exc.message, field=exc.field) from exc
+        except (ValueError, TypeError) as exc:
+            raise InvalidRequest(f"invalid request: {exc}") from exc
 
     # -- reads and cancel -----------------------------------------------------------------------
     def get(self, principal: Principal, job_id: str) -> JobDetail:
@@ -221,13 +256,22 @@ class Service:
         return self.store.watch_job_end((job_id,), on_wake=on_wake)
 
     def cancel(self, principal: Principal, job_id: str) -> Job:
-        """Cancel a queued or rendering job; IllegalTransition (409) when already terminal."""
+        """Cancel a queued or rendering job. Cancelling a canceled job again returns it unchanged (the
+        caller's wish already holds); a succeeded or failed job raises JobAlreadyEnded (409)."""
         principal.require("jobs.cancel")
         job = self._visible(principal, job_id)
-        with self._writes:
-            canceled = self.store.cancel(job.id, actor=principal.actor)
-        metrics.record_terminal(canceled)
-        return canceled
+        if not job.terminal:
+            try:
+                with self._writes:
+                    canceled = self.store.cancel(job.id, actor=principal.actor)
+            except IllegalTransition:
+                job = self.store.get(job.id)  # it ended between the read and the fenced update
+            else:
+                metrics.record_terminal(canceled)
+                return canceled
+        if job.state is JobState.CANCELED:
+            return job
+        raise JobAlreadyEnded(f"job {job.id} already ended as {job.state.value}; there is nothing to cancel")
 
     def delete(self, principal: Principal, job_id: str, request_id: str) -> Job:
         """Remove every byte of the job (input, all attempts, artifact) and keep its metadata as a

@@ -20,6 +20,9 @@ log = logging.getLogger(__name__)
 STATUS_BY_CODE: dict[str, int] = {
     "invalid_request": 422,
     "invalid_watermark": 400,
+    "invalid_report_data": 400,
+    "empty_upload": 400,
+    "unsupported_media_type": 415,
     "config_invalid": 422,
     "document_error": 422,
     "region_not_approved": 422,
@@ -67,10 +70,11 @@ def status_for(exc: DocfenceError) -> int:
 
 
 def error_response(
-    status: int, code: str, message: str, headers: dict[str, str] | None = None
+    status: int, code: str, message: str, headers: dict[str, str] | None = None, field: str | None = None
 ) -> JSONResponse:
-    body = ErrorBody.model_validate({"error": {"code": code, "message": message}})
-    return JSONResponse(body.model_dump(), status_code=status, headers=headers)
+    """The one error shape; `field` (the request field at fault) only when one is known."""
+    body = ErrorBody.model_validate({"error": {"code": code, "message": message, "field": field}})
+    return JSONResponse(body.model_dump(exclude_none=True), status_code=status, headers=headers)
 
 
 async def _docfence_error(request: Request, exc: Exception) -> JSONResponse:
@@ -82,7 +86,7 @@ async def _docfence_error(request: Request, exc: Exception) -> JSONResponse:
     if status == 503:
         headers = {"Retry-After": "1"}
     message = exc.message if status < 500 else (type(exc).__doc__ or exc.code).strip().splitlines()[0]
-    return error_response(status, exc.code, message, headers)
+    return error_response(status, exc.code, message, headers, field=exc.field if status < 500 else None)
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
@@ -121,7 +125,7 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 _DESCRIPTIONS = {
     400: "Malformed request body", 401: "Missing, wrong or revoked API key", 403: "Forbidden",
-    408: "Request headers or body too slow",
+    408: "Request headers or body too slow", 415: "Not a PDF",
     404: "Not found", 409: "Conflict", 410: "Gone", 413: "Upload too large", 422: "Invalid request",
     500: "Internal error", 503: "Unavailable",
 }

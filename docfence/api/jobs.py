@@ -73,18 +73,22 @@ def _watermark(raw: str | None) -> dict[str, Any] | None:
     "", status_code=201, response_model=JobOut,
     responses={200: {"model": JobOut, "description": "Replay of an earlier identical submission"},
                201: {"headers": {"Retry-After": _RETRY_AFTER, "Location": _LOCATION}},
-               **error_responses(400, 401, 403, 409, 413, 422, 503)},
+               **error_responses(400, 401, 403, 409, 413, 415, 422, 503)},
 )
 async def submit_job(
     http_request: Request, response: Response, service: ServiceDep, principal: JobsSubmit,
     file: Annotated[UploadFile, File(description="The PDF to process")],
     document_class: Annotated[str | None, Form(max_length=64)] = None,
     mode: Annotated[Literal["vector", "raster"] | None, Form()] = None,
-    deadline_s: Annotated[float | None, Form(gt=0, le=86400 * 7)] = None,
+    deadline_s: Annotated[float | None, Form(description="Seconds, within the class's max_deadline_s "
+                                             "(checked against the class, named in the error)")] = None,
     watermark: Annotated[str | None, Form(max_length=4000, description="JSON: WatermarkSpec fields")] = None,
     idempotency_key: Annotated[str | None, Header(min_length=1, max_length=200)] = None,
 ) -> JobOut:
-    """Submit a watermark job. Same Idempotency-Key and same request: the same job (200)."""
+    """Submit a watermark job. Same Idempotency-Key and same request: the same job (200).
+
+    The upload must start like a PDF (`%PDF-` within its first 1024 bytes): an empty upload is refused
+    with 400 `empty_upload`, anything else with 415 `unsupported_media_type`, before a job exists."""
     request = SubmitRequest(document_class=document_class or None, mode=mode, deadline_s=deadline_s,
                             watermark=_watermark(watermark), idempotency_key=idempotency_key)
     call = functools.partial(service.submit, principal, file.file, request)
@@ -143,7 +147,8 @@ async def _read_until_terminal(
 
 @router.post("/{job_id}/cancel", response_model=JobOut, responses=error_responses(401, 403, 404, 409, 422))
 def cancel_job(job_id: JobId, service: ServiceDep, principal: JobsCancel) -> JobOut:
-    """Cancel a queued or rendering job; 409 when it is already terminal."""
+    """Cancel a queued or rendering job. A canceled job is returned unchanged; a succeeded or failed one
+    answers 409 `job_already_ended`."""
     return job_out(service.describe(service.cancel(principal, job_id)))
 
 

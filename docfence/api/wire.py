@@ -14,6 +14,7 @@ from docfence.service import JobDetail
 class ErrorDetail(BaseModel):
     code: str
     message: str
+    field: str | None = None  # the request field at fault (e.g. "deadline_s", "data.items[0].qty"), if known
 
 
 class ErrorBody(BaseModel):

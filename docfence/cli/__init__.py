@@ -9,6 +9,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from importlib import metadata
+
+from docfence.cli.errors import EXIT_USAGE, OneLineParser, run_command
 
 # Modules under docfence.cli that provide commands; each owns its own arguments.
 COMMAND_MODULES = ("runtime", "watermark", "jobs", "keys", "serve", "data", "reports", "bench",
@@ -16,10 +19,12 @@ COMMAND_MODULES = ("runtime", "watermark", "jobs", "keys", "serve", "data", "rep
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="docfence",
         description="Fenced, deadline-bounded PDF jobs: watermarking and report rendering.",
     )
+    parser.add_argument("--version", action="version", version=f"docfence {_version()}")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an unexpected error")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         module = importlib.import_module(f"docfence.cli.{name}")
@@ -32,9 +37,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
-        return 2
-    code: int = args.func(args)
-    return code
+        return EXIT_USAGE
+    return run_command(args.func, args, debug=args.debug)
+
+
+def _version() -> str:
+    try:
+        return metadata.version("docfence")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
 
 
 if __name__ == "__main__":

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from dataclasses import asdict
 from typing import Any
+
+from docfence.cli.errors import EXIT_USAGE, say
 
 
 def register(sub: Any) -> None:
@@ -26,12 +27,21 @@ def capacity_cmd(args: argparse.Namespace) -> int:
     from docfence.observability.capacity import CostModel, cost_from_bench, parse_mix, plan
 
     try:
+        mix = parse_mix(args.mix)
+    except ValueError as exc:
+        say(f"--mix={args.mix!r}: must be mode:pages:share[:input_bytes],... e.g. vector:5:0.7 ({exc})")
+        return EXIT_USAGE
+    try:
         cost = cost_from_bench(args.bench) if args.bench else CostModel()
-        result = plan(args.rate, parse_mix(args.mix), args.p99, cost, retry_factor=args.retry_factor,
-                      max_utilisation=args.max_utilisation)
     except (ValueError, KeyError, OSError) as exc:
-        print(f"capacity: {exc}", file=sys.stderr)
-        return 2
+        say(f"--bench={args.bench!r}: not a JSON file written by bench/watermark.py --json ({exc})")
+        return EXIT_USAGE
+    try:
+        result = plan(args.rate, mix, args.p99, cost, retry_factor=args.retry_factor,
+                      max_utilisation=args.max_utilisation)
+    except (ValueError, KeyError) as exc:
+        say(f"capacity: {exc}")
+        return EXIT_USAGE
     if args.json:
         print(json.dumps(asdict(result), indent=2))
         return 0 if result.feasible else 1

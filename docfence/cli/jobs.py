@@ -1,21 +1,37 @@
 """`docfence submit|status|wait|cancel|download`: thin commands over the HTTP client.
 
-Exit codes: 0 ok, 1 job failed or canceled, 2 usage, 3 poll timeout, 4 request refused or unreachable.
+`submit` with many files uploads them all, then waits for them together within one budget and prints
+one line per file (`--out DIR` downloads each verified artifact). Exit codes: see docfence.cli.errors.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from docfence.cli.errors import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_POLL_TIMEOUT,
+    EXIT_REQUEST,
+    EXIT_USAGE,
+    say,
+)
 from docfence.client import DocfenceClient, JobCanceled, JobFailed, JobView, PollTimeout
 from docfence.config import load_client_settings
-from docfence.core.errors import ApiError
+from docfence.core.clock import monotonic
+from docfence.core.errors import ApiError, DocfenceError
 
-EXIT_OK, EXIT_JOB_ENDED, EXIT_USAGE, EXIT_POLL_TIMEOUT, EXIT_REQUEST = 0, 1, 2, 3, 4
+EXIT_JOB_ENDED = EXIT_FAILED
+MAX_PARALLEL_WAITS = 8  # one HTTP long-poll each; the server caps each at 20 s
+#: Request fields as this command's flags, so a refusal names what the user typed.
+FLAGS = {"deadline_s": "--deadline", "document_class": "--class", "mode": "--mode", "watermark": "--text",
+         "idempotency_key": "--idempotency-key"}
 
 
 class UsageError(Exception):
@@ -25,7 +41,7 @@ class UsageError(Exception):
 def register(sub: Any) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--url", help="API base URL (default: $DOCFENCE_URL or http://127.0.0.1:8080)")
-    common.add_argument("--json", action="store_true", help="print job JSON")
+    common.add_argument("--json", action="store_true", help="print JSON (one object per line)")
     submit = sub.add_parser("submit", parents=[common], help="submit PDFs for watermarking")
     submit.add_argument("files", nargs="+", metavar="FILE")
     submit.add_argument("--class", dest="document_class")
@@ -33,8 +49,10 @@ def register(sub: Any) -> None:
     submit.add_argument("--text", help="watermark text")
     submit.add_argument("--deadline", type=float, dest="deadline_s", help="seconds (within the class max)")
     submit.add_argument("--idempotency-key", help="with several files, suffixed -1, -2, ...")
-    submit.add_argument("--wait", action="store_true", help="wait for each job to finish")
-    submit.add_argument("--budget", type=float, default=45.0, help="wait budget per job in seconds")
+    submit.add_argument("--wait", action="store_true", help="wait for all jobs to finish (together)")
+    submit.add_argument("--out", metavar="DIR", help="wait, then download each artifact into DIR")
+    submit.add_argument("--budget", type=float, default=45.0,
+                        help="seconds to wait for the whole batch (default 45)")
     submit.set_defaults(func=_guard(run_submit))
     for name, helptext, fn in (("status", "show a job", run_status), ("cancel", "cancel a job", run_cancel)):
         p = sub.add_parser(name, parents=[common], help=helptext)
@@ -54,8 +72,15 @@ def _client(args: argparse.Namespace) -> DocfenceClient:
     # The client's own settings: URL and key come from the flags or the caller's environment.
     settings = load_client_settings()
     if not settings.api_key:
-        raise UsageError("set DOCFENCE_API_KEY to an API key (docfence keys create)")
+        raise UsageError("DOCFENCE_API_KEY is not set: set it to an API key (docfence keys create)")
     return DocfenceClient(args.url or settings.url, settings.api_key)
+
+
+def _message(exc: DocfenceError) -> str:
+    """One line naming the flag at fault when the server named a field this command has a flag for."""
+    text = exc.message if isinstance(exc, ApiError) and ":" in exc.message else f"{exc.code}: {exc.message}"
+    flag = FLAGS.get(exc.field or "")
+    return f"{flag}: {text}" if flag else text
 
 
 def _guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -65,68 +90,136 @@ def _guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namesp
         try:
             return fn(args)
         except UsageError as exc:
-            print(f"docfence: {exc}", file=sys.stderr)
+            say(str(exc))
             return EXIT_USAGE
         except PollTimeout as exc:
-            print(f"docfence: {exc.code}: {exc.message} (job {exc.job_id})", file=sys.stderr)
+            say(f"{exc.code}: {exc.message} (job {exc.job_id})")
             return EXIT_POLL_TIMEOUT
         except (JobFailed, JobCanceled) as exc:
             if exc.job is not None:
                 _show(exc.job, args.json)
-            print(f"docfence: {exc.code}: {exc.message}", file=sys.stderr)
+            say(f"{exc.code}: {exc.message}")
             return EXIT_JOB_ENDED
         except ApiError as exc:
-            print(f"docfence: {exc.code}: {exc.message}", file=sys.stderr)
+            say(_message(exc))
             return EXIT_REQUEST
         except OSError as exc:
-            print(f"docfence: {exc}", file=sys.stderr)
+            say(f"{exc.filename or ''}: {exc.strerror or exc}" if exc.filename else str(exc))
             return EXIT_USAGE
 
     return run
 
 
-def _show(job: JobView, as_json: bool) -> None:
-    if as_json:
-        print(json.dumps(job.raw, sort_keys=True))
-        return
+def _line(job: JobView) -> str:
     line = f"{job.id} {job.state} attempt={job.attempt}/{job.max_attempts} mode={job.mode}"
     if job.error_code:
         line += f" error={job.error_code}"
     if job.artifact:
         line += f" sha256={job.artifact.sha256} bytes={job.artifact.bytes} pages={job.artifact.pages}"
-    print(line)
+    return line
+
+
+def _show(job: JobView, as_json: bool) -> None:
+    print(json.dumps(job.raw, sort_keys=True) if as_json else _line(job), flush=True)
+
+
+# -- submit: many files, submitted together and waited for together -----------------------------------
+@dataclass
+class _Item:
+    """One file of a batch and how far it got."""
+
+    path: str
+    job: JobView | None = None
+    output: Path | None = None
+    code: int = EXIT_OK
+    error: DocfenceError | None = None
+
+    def fail(self, exc: DocfenceError, code: int) -> None:
+        self.error, self.code = exc, code
+        ended = exc.job if isinstance(exc, JobFailed | JobCanceled) else None
+        last = exc.last if isinstance(exc, PollTimeout) else None
+        self.job = ended or last or self.job
 
 
 def run_submit(args: argparse.Namespace) -> int:
-    worst = EXIT_OK
+    items = [_Item(path) for path in args.files]
+    waiting = args.wait or args.out
+    if args.out:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
     with _client(args) as client:
-        for index, path in enumerate(args.files, start=1):
+        for index, item in enumerate(items, start=1):
             key = args.idempotency_key
-            if key and len(args.files) > 1:
+            if key and len(items) > 1:
                 key = f"{key}-{index}"
-            job = client.submit(path, idempotency_key=key, document_class=args.document_class,
-                                mode=args.mode, deadline_s=args.deadline_s,
-                                watermark={"text": args.text} if args.text else None)
-            if not args.wait:
-                _show(job, args.json)
-                continue
-            worst = max(worst, _wait_guarded(client, job.id, args))
-    return worst
+            try:
+                item.job = client.submit(item.path, idempotency_key=key, document_class=args.document_class,
+                                         mode=args.mode, deadline_s=args.deadline_s,
+                                         watermark={"text": args.text} if args.text else None)
+            except ApiError as exc:
+                item.fail(exc, EXIT_REQUEST)
+            except OSError as exc:
+                item.error, item.code = None, EXIT_USAGE
+                say(f"{item.path}: {exc.strerror or exc}")
+        if waiting:
+            _wait_all(client, [i for i in items if i.job is not None and i.code == EXIT_OK], args)
+    for item in items:
+        _report(item, args.json)
+    return max((i.code for i in items), default=EXIT_OK)
 
 
-def _wait_guarded(client: DocfenceClient, job_id: str, args: argparse.Namespace) -> int:
-    """One job's outcome as an exit code, so the other files of a batch still get their turn."""
-    return _guard(lambda a: _wait(client, job_id, a))(args)
+def _wait_all(client: DocfenceClient, items: list[_Item], args: argparse.Namespace) -> None:
+    """Wait for every job at once within one budget, then download into --out."""
+    until = monotonic() + args.budget
+
+    def one(item: _Item) -> None:
+        assert item.job is not None
+        try:
+            item.job = client.wait(item.job.id, budget_s=max(until - monotonic(), 0.0))
+            if args.out:
+                item.output = client.download(item.job.id, _target(Path(args.out), item, items))
+        except PollTimeout as exc:
+            item.fail(exc, EXIT_POLL_TIMEOUT)
+        except (JobFailed, JobCanceled) as exc:
+            item.fail(exc, EXIT_JOB_ENDED)
+        except ApiError as exc:
+            item.fail(exc, EXIT_REQUEST)
+
+    if not items:
+        return
+    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_WAITS, len(items))) as pool:
+        list(pool.map(one, items))
 
 
-def _wait(client: DocfenceClient, job_id: str, args: argparse.Namespace) -> int:
-    _show(client.wait(job_id, budget_s=args.budget), args.json)
-    return EXIT_OK
+def _target(folder: Path, item: _Item, items: list[_Item]) -> Path:
+    """`<stem>.watermarked.pdf`, or with the job id when two files of the batch share a stem."""
+    stem = Path(item.path).stem
+    assert item.job is not None
+    if sum(1 for other in items if Path(other.path).stem == stem) > 1:
+        return folder / f"{stem}.{item.job.id}.watermarked.pdf"
+    return folder / f"{stem}.watermarked.pdf"
 
 
+def _report(item: _Item, as_json: bool) -> None:
+    if as_json:
+        row: dict[str, Any] = {"file": item.path, "job": item.job.raw if item.job else None,
+                               "output": str(item.output) if item.output else None}
+        if item.error is not None:
+            row["error"] = {"code": getattr(item.error, "server_code", "") or item.error.code,
+                            "message": item.error.message, "field": item.error.field}
+        print(json.dumps(row, sort_keys=True), flush=True)
+        return
+    if item.job is not None:
+        tail = f" -> {item.output}" if item.output else ""
+        print(f"{item.path}\t{_line(item.job)}{tail}", flush=True)
+    if item.error is not None:
+        say(f"{item.path}: {_message(item.error)}")
+
+
+# -- one job ----------------------------------------------------------------------------------------
 def run_wait(args: argparse.Namespace) -> int:
     with _client(args) as client:
-        return _wait(client, args.job, args)
+        _show(client.wait(args.job, budget_s=args.budget), args.json)
+    return EXIT_OK
 
 
 def run_status(args: argparse.Namespace) -> int:
@@ -143,5 +236,9 @@ def run_cancel(args: argparse.Namespace) -> int:
 
 def run_download(args: argparse.Namespace) -> int:
     with _client(args) as client:
-        print(client.download(args.job, args.out))
+        path = client.download(args.job, args.out)
+    if args.json:
+        print(json.dumps({"job": args.job, "path": str(path)}, sort_keys=True))
+    else:
+        print(path)
     return EXIT_OK

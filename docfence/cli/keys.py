@@ -8,9 +8,9 @@ keys (`--tenant T --scopes submit,read,admin`, where admin is the tenant admin) 
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
+from docfence.cli.errors import describe, say
 from docfence.config import load_settings
 from docfence.core.access import OPERATOR, OPERATOR_TENANT
 from docfence.core.errors import DocfenceError
@@ -47,14 +47,14 @@ def run_create(args: argparse.Namespace) -> int:
     if args.operator:
         tenant, scopes = OPERATOR_TENANT, (OPERATOR,)
     elif OPERATOR in scopes:
-        print("docfence: operator keys are issued with --operator, never as a tenant scope", file=sys.stderr)
+        say("--scopes: operator keys are issued with --operator, never as a tenant scope")
         return 2
     else:
         tenant = args.tenant
     try:
         record, key = _service().create_api_key(tenant, scopes, name=args.name, actor="cli")
     except DocfenceError as exc:
-        print(f"docfence: {exc.code}: {exc.message}", file=sys.stderr)
+        say(describe(exc))
         return 2
     print(f"key id: {record.id}  tenant: {record.tenant}  scopes: {','.join(record.scopes)}")
     print("store this key now; it is not shown again:")
@@ -73,7 +73,7 @@ def run_revoke(args: argparse.Namespace) -> int:
     try:
         record = _service().revoke_api_key(args.key_id, actor="cli")
     except DocfenceError as exc:
-        print(f"docfence: {exc.code}: {exc.message}", file=sys.stderr)
+        say(describe(exc))
         return 2
     print(f"revoked {record.id}")
     return 0

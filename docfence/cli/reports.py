@@ -4,11 +4,11 @@ dispatch`: thin commands over docfence.reports, against the store and storage na
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import signal
-import sys
 import threading
 import tomllib
 from collections.abc import Callable
@@ -16,12 +16,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from docfence.cli.errors import EXIT_USAGE, describe, say
 from docfence.config import environment, load_settings
 from docfence.core.clock import SystemClock
 from docfence.core.errors import ConfigError, DocfenceError
 from docfence.providers import ProviderConfig, from_dict
 
 log = logging.getLogger("docfence.cli")
+#: Report request fields as this command's flags, so a refusal names what the user typed.
+FLAGS = {"data": "--data", "period": "--period", "subject": "--subject", "template": "--template",
+         "tenant": "--tenant", "document_class": "--class", "variant": "--variant",
+         "processor": "--processor", "watermark": "--watermark", "deadline_s": "--deadline"}
 
 
 def register(sub: Any) -> None:
@@ -87,12 +92,15 @@ def _register_schedule(r_sub: Any) -> None:
 
 
 def _guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """One line naming the flag at fault (`--data`, `--period`, ...) when the error names a field."""
+
     def wrapped(args: argparse.Namespace) -> int:
         try:
             return fn(args)
         except DocfenceError as exc:
-            print(f"docfence: {exc.code}: {exc.message}", file=sys.stderr)
-            return 2
+            flag = FLAGS.get((exc.field or "").split(".")[0].split("[")[0])
+            say(f"{flag}: {describe(exc)}" if flag else describe(exc))
+            return EXIT_USAGE
 
     return wrapped
 
@@ -103,12 +111,24 @@ def load_provider_configs(path: str | None) -> dict[str, ProviderConfig]:
         return {}
     try:
         data = tomllib.loads(Path(path).read_text("utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"cannot read provider file {path}: {exc}") from exc
+    except OSError as exc:
+        raise ConfigError(f"--providers={path!r}: cannot read the file ({exc.strerror})") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"--providers={path!r}: not valid TOML ({exc})") from exc
     tables = data.get("providers", {})
     if not isinstance(tables, dict) or not tables:
-        raise ConfigError("the provider file needs [providers.<name>] tables")
+        raise ConfigError(f"--providers={path!r}: the file needs [providers.<name>] tables")
     return {name: from_dict({"name": name, **table}, environ=environment()) for name, table in tables.items()}
+
+
+def read_json_file(flag: str, path: str) -> Any:
+    """The JSON in `path`; ConfigError naming `flag` when it cannot be read or parsed."""
+    try:
+        return json.loads(Path(path).read_text("utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{flag}={path!r}: cannot read the file ({exc.strerror})") from exc
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{flag}={path!r}: not valid JSON ({exc})") from exc
 
 
 def _runtime() -> Any:
@@ -151,9 +171,7 @@ def run_template_list(args: argparse.Namespace) -> int:
 def run_request(args: argparse.Namespace) -> int:
     from docfence.reports import RequestSpec
 
-    data: dict[str, Any] = {}
-    if args.data:
-        data = json.loads(Path(args.data).read_text("utf-8"))
+    data = read_json_file("--data", args.data) if args.data else {}
     spec = RequestSpec(tenant=args.tenant, subject=args.subject, period=args.period, template=args.template,
                        data=data, variant=args.variant, document_class=args.document_class,
                        processor=args.processor)
@@ -248,9 +266,11 @@ def run_dispatch(args: argparse.Namespace) -> int:
     providers = load_provider_configs(args.providers)
     rt = _runtime()
     stop = _stop_on_signals()
+    stack = contextlib.ExitStack()
     try:
         config = DispatcherConfig(providers=providers, worker_id=f"dispatcher-{os.getpid()}")
         dispatcher = Dispatcher(config, rt.store, rt.regions)
+        stack.callback(dispatcher.close)
         while True:
             result = dispatcher.run_once()
             print(json.dumps(result.__dict__, sort_keys=True), flush=True)
@@ -259,4 +279,5 @@ def run_dispatch(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 0
     finally:
+        stack.close()
         rt.close()

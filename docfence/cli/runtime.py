@@ -9,7 +9,7 @@ from typing import Any
 
 from docfence.config import load_settings
 from docfence.core.clock import monotonic
-from docfence.core.errors import DocfenceError
+from docfence.core.errors import ConfigError, DocfenceError
 from docfence.core.policy import Mode
 from docfence.logs import configure as configure_logs
 
@@ -47,7 +47,9 @@ def register(sub: Any) -> None:
     mode.add_argument("document_class")
     mode.add_argument("mode", choices=[m.value for m in Mode])
     mode.set_defaults(func=set_mode)
-    ops_sub.add_parser("status", help="pauses, class modes, queue depth").set_defaults(func=ops_status)
+    status = ops_sub.add_parser("status", help="pauses, class modes, queue depth")
+    status.add_argument("--json", action="store_true", help="print JSON")
+    status.set_defaults(func=ops_status)
 
 
 def _runtime() -> Any:
@@ -138,9 +140,22 @@ def set_mode(args: argparse.Namespace) -> int:
 
 def ops_status(args: argparse.Namespace) -> int:
     rt = _runtime()
-    print(json.dumps({"paused": rt.store.paused_scopes(), "class_modes": rt.store.class_modes(),
-                      "jobs_by_state": rt.store.count_by_state(),
-                      "valid_leases": rt.store.valid_lease_count()}, indent=2))
+    status = {"paused": rt.store.paused_scopes(), "class_modes": rt.store.class_modes(),
+              "jobs_by_state": rt.store.count_by_state(), "valid_leases": rt.store.valid_lease_count()}
+    rt.close()
+    if args.json:
+        print(json.dumps(status, indent=2, sort_keys=True))
+        return 0
+    paused = ", ".join(status["paused"]) or "nothing (workers claim every mode)"
+    print(f"claims paused: {paused}")
+    configured = {name: cls.mode.value for name, cls in rt.settings.all_classes().items()}
+    modes = {**configured, **status["class_modes"]}
+    print("mode new jobs get: " + ", ".join(
+        f"{name}={mode}{' (set by ops set-mode)' if name in status['class_modes'] else ''}"
+        for name, mode in sorted(modes.items())))
+    counts = status["jobs_by_state"]
+    print("jobs: " + ", ".join(f"{state} {counts[state]}" for state in counts))
+    print(f"valid leases: {status['valid_leases']} (jobs a live worker is rendering now)")
     return 0
 
 
@@ -155,4 +170,7 @@ def demo_cmd(args: argparse.Namespace) -> int:
 
     from docfence.demo import run_demo
 
-    return run_demo(Path(args.dir), sys.stdout)
+    folder = Path(args.dir)
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"--dir={args.dir!r}: not a folder (the demo keeps its database and files there)")
+    return run_demo(folder, sys.stdout)

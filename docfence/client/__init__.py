@@ -22,6 +22,7 @@ from docfence.client.errors import (
     TransportError,
     Unauthorized,
     UnknownState,
+    UnsupportedMediaType,
 )
 from docfence.client.http import DocfenceClient
 from docfence.client.models import ArtifactView, JobView
@@ -46,4 +47,5 @@ __all__ = [
     "TransportError",
     "Unauthorized",
     "UnknownState",
+    "UnsupportedMediaType",
 ]

@@ -3,7 +3,8 @@
     ApiError
     ├── HttpError                 the server answered 4xx/5xx (`status`, the server's `server_code`)
     │   ├── Unauthorized (401), Forbidden (403), JobNotFound (404), Conflict (409), Gone (410),
-    │   └── PayloadTooLarge (413), InvalidRequest (400, 422), ServerError (5xx)
+    │   └── PayloadTooLarge (413), UnsupportedMediaType (415), InvalidRequest (400, 422),
+    │       ServerError (5xx)
     ├── TransportError            no answer (connection refused, reset, request timeout)
     ├── PollTimeout               this caller's wait budget ran out; the job goes on (carries job_id)
     ├── JobFailed / JobCanceled   the job reached that terminal state (carries the JobView)
@@ -27,8 +28,9 @@ class HttpError(ApiError):
 
     code = "http_error"
 
-    def __init__(self, message: str | None = None, *, status: int = 0, server_code: str = "") -> None:
-        super().__init__(message)
+    def __init__(self, message: str | None = None, *, status: int = 0, server_code: str = "",
+                 field: str | None = None) -> None:
+        super().__init__(message, field=field)
         self.status, self.server_code = status, server_code
 
 
@@ -66,6 +68,12 @@ class PayloadTooLarge(HttpError):
     """The upload is too large."""
 
     code = "upload_too_large"
+
+
+class UnsupportedMediaType(HttpError):
+    """The server refused the upload's type (it is not a PDF)."""
+
+    code = "unsupported_media_type"
 
 
 class InvalidRequest(HttpError):
@@ -141,5 +149,5 @@ class DownloadIntegrityError(ApiError):
 
 BY_STATUS: dict[int, type[HttpError]] = {
     401: Unauthorized, 403: Forbidden, 404: JobNotFound, 409: Conflict, 410: Gone,
-    400: InvalidRequest, 413: PayloadTooLarge, 422: InvalidRequest,
+    400: InvalidRequest, 413: PayloadTooLarge, 415: UnsupportedMediaType, 422: InvalidRequest,
 }

@@ -168,7 +168,8 @@ class DocfenceClient:
         """Fetch the artifact through its signed URL (no Authorization sent there), verify its sha256
         and write it atomically. `dest` may be a folder (then `<job_id>.pdf` inside it)."""
         job = self.get(job_id)
-        if job.state != "succeeded" or job.artifact is None:
+        # A deleted job's artifact is gone: the artifact route answers 410 artifact_gone (raised as Gone).
+        if not job.raw.get("deleted_at") and (job.state != "succeeded" or job.artifact is None):
             _settled(job)  # raises the job's terminal error, if any
             raise ArtifactMissing(f"job {job_id} has no artifact yet (state {job.state})")
         redirect = self._request("GET", f"/v1/jobs/{job_id}/artifact", expect_redirect=True)
@@ -176,6 +177,8 @@ class DocfenceClient:
         target = Path(dest)
         if target.is_dir():
             target = target / f"{job_id}.pdf"
+        if job.artifact is None:
+            raise ArtifactMissing(f"job {job_id} has no artifact (state {job.state})")
         _stream_to(self._public, url, target, job.artifact.sha256)
         return target
 
@@ -185,7 +188,8 @@ class DocfenceClient:
         try:
             response = self._http.request(method, url, timeout=timeout or self.timeout_s, **kwargs)
         except httpx.HTTPError as exc:
-            raise TransportError(f"{method} {url}: {type(exc).__name__}") from exc
+            raise TransportError(f"cannot reach the docfence API at {self.base_url} ({method} {url}: "
+                                 f"{type(exc).__name__})") from exc
         if expect_redirect and response.status_code in (302, 303, 307) and "location" in response.headers:
             return response
         raise_for_status(response)
@@ -198,13 +202,15 @@ def raise_for_status(response: httpx.Response) -> None:
         if 300 <= response.status_code < 400:
             raise HttpError("unexpected redirect", status=response.status_code, server_code="redirect")
         return
+    field = None
     try:
         body = response.json()["error"]
         code, message = str(body["code"]), str(body["message"])
-    except (ValueError, KeyError, TypeError):
+        field = str(body["field"]) if body.get("field") else None
+    except (ValueError, KeyError, TypeError, AttributeError):
         code, message = "http_error", f"HTTP {response.status_code}"
     cls = BY_STATUS.get(response.status_code, ServerError if response.status_code >= 500 else HttpError)
-    raise cls(f"{code}: {message}", status=response.status_code, server_code=code)
+    raise cls(f"{code}: {message}", status=response.status_code, server_code=code, field=field)
 
 
 def _job(response: httpx.Response) -> JobView:

@@ -6,6 +6,7 @@
     │   ├── NotFound
     │   ├── IdempotencyConflict        same key, different request
     │   ├── IllegalTransition          not in core.states.TRANSITIONS
+    │   │   └── JobAlreadyEnded        cancel asked of a job that already succeeded or failed
     │   ├── TemplateIdTaken            the template id belongs to another tenant (or is shared)
     │   ├── StaleAttempt               fenced update matched zero rows: discard the work
     │   │   └── LeaseLost              heartbeat refused: the lease belongs to nobody or someone else
@@ -18,14 +19,22 @@
     │   ├── NotAPdf, MalformedPdf, NoPages, PageTreeInvalid, CorruptContent
     │   ├── PasswordRequired, InvalidPassword, EncryptionForbidsModification
     │   ├── OverLimits, UnsupportedFeature
+    │   ├── ActiveContentRefused       the class refuses active content (JavaScript, launch, XFA, ...)
+    │   ├── FormTreeInvalid            the form field tree loops or shares a field between parents
+    │   ├── ResourceCycle              a form, pattern or Type3 font draws itself
     │   ├── ValidationFailed           the output broke its fidelity contract
     │   ├── TemplateError, TemplateDataInvalid
-    │   └── RenderResourceExceeded     time, memory or output size limit of the render child
+    │   ├── RenderResourceExceeded     time, memory or output size limit of the render child
+    │   ├── RenderCrashed              the render process died without an answer (retryable)
+    │   └── EngineError                an unexpected exception inside an engine (a bug, not a limit)
     ├── ProviderError                  outside renderers (see providers/)
     ├── RequestError                   the service boundary: a caller's request is refused
     │   ├── InvalidRequest, Unauthorized, Forbidden, UploadTooLarge
     │   │   InvalidRequest
-    │   │   └── InvalidWatermark       the watermark spec is malformed (400, names the field)
+    │   │   ├── InvalidWatermark       the watermark spec is malformed (400, names the field)
+    │   │   └── InvalidReportData      report data fails its template's schema (400, names the path)
+    │   ├── EmptyUpload                the upload has no bytes (400, before any job exists)
+    │   ├── UnsupportedUpload          the upload is not a PDF by its first bytes (415)
     │   ├── ArtifactNotReady, ArtifactGone, SignedUrlExpired
     │   └── SignedUrlInvalid
     │       └── SignedUrlRevoked       the key that minted the link was revoked
@@ -43,9 +52,11 @@ class DocfenceError(Exception):
     code: ClassVar[str] = "internal_error"
     retryable: ClassVar[bool] = False
 
-    def __init__(self, message: str | None = None) -> None:
+    def __init__(self, message: str | None = None, *, field: str | None = None) -> None:
         doc = (type(self).__doc__ or "").strip().splitlines()
         self.message = message or (doc[0] if doc else self.code)
+        #: The request field or setting at fault, as the caller named it (e.g. "deadline_s"), if one is.
+        self.field = field
         super().__init__(self.message)
 
 
@@ -77,6 +88,12 @@ class IllegalTransition(StoreError):
     """That transition is not in the state machine."""
 
     code = "illegal_transition"
+
+
+class JobAlreadyEnded(IllegalTransition):
+    """The job already ended; there is nothing to cancel."""
+
+    code = "job_already_ended"
 
 
 class TemplateIdTaken(StoreError):
@@ -197,6 +214,24 @@ class UnsupportedFeature(DocumentError):
     code = "unsupported_feature"
 
 
+class ActiveContentRefused(DocumentError):
+    """The document holds active content (scripts, actions, embedded files) its class refuses."""
+
+    code = "active_content_refused"
+
+
+class FormTreeInvalid(DocumentError):
+    """The PDF's form field tree loops or shares a field between parents, so readers may never finish it."""
+
+    code = "form_tree_invalid"
+
+
+class ResourceCycle(DocumentError):
+    """A form, pattern or Type3 font in the PDF draws itself, so rendering it would never end."""
+
+    code = "resource_cycle"
+
+
 class ValidationFailed(DocumentError):
     """The output failed its fidelity validation and was not published."""
 
@@ -221,6 +256,19 @@ class RenderResourceExceeded(DocumentError):
     code = "render_resource_exceeded"
 
 
+class RenderCrashed(DocumentError):
+    """The render process died without an answer."""
+
+    code = "render_crashed"
+    retryable = True  # a signal or a crash of this process, not necessarily of this document
+
+
+class EngineError(DocumentError):
+    """The engine failed unexpectedly on this document."""
+
+    code = "engine_error"  # same bytes, same policy, same failure: retrying would not help
+
+
 class ProviderError(DocfenceError):
     """An outside renderer failed."""
 
@@ -243,6 +291,24 @@ class InvalidWatermark(InvalidRequest):
     """The watermark spec is malformed."""
 
     code = "invalid_watermark"
+
+
+class InvalidReportData(InvalidRequest):
+    """The report data does not match the template's JSON Schema."""
+
+    code = "invalid_report_data"
+
+
+class EmptyUpload(RequestError):
+    """The upload is empty; no job was created."""
+
+    code = "empty_upload"
+
+
+class UnsupportedUpload(RequestError):
+    """The upload is not a PDF (no %PDF- header in its first 1024 bytes); no job was created."""
+
+    code = "unsupported_media_type"
 
 
 class Unauthorized(RequestError):

@@ -20,11 +20,12 @@ import pypdfium2 as pdfium
 from PIL import Image, ImageChops, ImageFilter, ImageOps, ImageStat
 
 from docfence.core.errors import ValidationFailed
-from docfence.core.policy import WatermarkSpec
+from docfence.core.policy import SanitizePolicy, WatermarkSpec
 from docfence.engines import page_checks
 from docfence.engines import page_facts as facts
 from docfence.engines.geometry import PageGeometry, page_geometry
 from docfence.engines.parallel import map_ranges, split, usable_cores
+from docfence.engines.sanitize_residue import residue_check
 from docfence.engines.second_reader import SecondReader
 from docfence.engines.wm_layer import coverage_mask
 
@@ -69,6 +70,7 @@ def validate(
     password: str | None = None,
     dpi: int = 150,
     level: str = "standard",
+    sanitize: SanitizePolicy | None = None,
 ) -> dict[str, Any]:
     """Compare `output` with `source`; returns {"ok", "mode", "level", "pages", "checks", "notes"}.
 
@@ -90,6 +92,8 @@ def validate(
         second = reader.finish([page_geometry(p) for p in out_pages])
     checks.insert(0, _opens_cleanly(out))
     checks.append(second if checks[1]["ok"] else check("second_reader", [], skipped="page count differs"))
+    if sanitize is not None:
+        checks.append(residue_check(out, sanitize))  # nothing of a stripped kind left (engines/sanitize*)
     return {
         "ok": all(c["ok"] for c in checks),
         "mode": mode,

@@ -3,23 +3,34 @@ exactly one initial job), read with their jobs, and operator retries (a new job 
 
 from __future__ import annotations
 
+import calendar
 import hashlib
 import json
 import logging
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any
 
 from docfence import layout
 from docfence.blobs import RegionRouter
 from docfence.config import Settings
-from docfence.core.errors import ConfigError, IdempotencyConflict, IllegalTransition, NotFound
+from docfence.core.errors import (
+    ConfigError,
+    IdempotencyConflict,
+    IllegalTransition,
+    InvalidReportData,
+    InvalidWatermark,
+    NotFound,
+    TemplateDataInvalid,
+)
 from docfence.core.ids import new_id
-from docfence.core.policy import JobPolicy, Kind
+from docfence.core.policy import JobPolicy, Kind, WatermarkSpec
 from docfence.core.records import Job, NewJob
 from docfence.core.states import JobState
 from docfence.engines.report import VARIANTS
+from docfence.engines.report_data import validate_data
 from docfence.engines.report_job import build_snapshot
 from docfence.reports.templates import check_template_id, report_store
 from docfence.service import InvalidRequest, check_tenant
@@ -30,7 +41,10 @@ log = logging.getLogger(__name__)
 
 LOCAL_PROCESSOR = "local"
 _SUBJECT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
-_PERIOD_RE = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]{0,31}")
+#: Period keys: a year, half, quarter, ISO week, month or day (the scheduler writes months).
+_PERIOD_RE = re.compile(r"(?P<y>[0-9]{4})(?:-H(?P<h>[12])|-Q(?P<q>[1-4])|-W(?P<w>[0-9]{2})|"
+                        r"-(?P<m>[0-9]{2})(?:-(?P<d>[0-9]{2}))?)?")
+PERIOD_FORMS = "YYYY-MM (e.g. 2026-11), YYYY-MM-DD, YYYY-Www, YYYY-Qn, YYYY-Hn or YYYY"
 _REF_RE = re.compile(r"([a-z0-9][a-z0-9_-]{0,63})@([1-9][0-9]{0,8})")
 
 
@@ -55,6 +69,8 @@ class RequestSpec:
     document_class: str | None = None
     processor: str = LOCAL_PROCESSOR
     schedule_id: str | None = None
+    watermark: Mapping[str, Any] | None = None  # fields over the class's watermark spec
+    supersede: bool = False  # replace the current request of this subject/period/template by this one
 
 
 @dataclass(frozen=True)
@@ -87,28 +103,49 @@ class ReportRequests:
     def create(self, spec: RequestSpec, *, actor: str) -> tuple[RequestDetail, bool]:
         """(detail, created). Creating the same request again returns it (and its one initial job).
 
-        Raises InvalidRequest, NotFound (a template version that is missing, or another tenant's),
-        IdempotencyConflict (same key, other data)."""
+        The data is checked against the template's JSON Schema here, before anything is stored. With
+        `spec.supersede`, different data or options replace the current request by a corrected one
+        (linked both ways, audited; the old request and its jobs stay as evidence).
+
+        Raises InvalidRequest (InvalidReportData naming the failing path, InvalidWatermark), NotFound (a
+        template version that is missing, or another tenant's), IdempotencyConflict (same key, other data,
+        no supersede), IllegalTransition (superseding while the current request's job is still active)."""
         template_id, version = self._check(spec)
         template = self.store.get_template(template_id, version, visible_to=spec.tenant)
+        _check_data(template, spec.data)
         policy = self._policy(spec)
-        digest = data_sha256(spec.data)
-        request, created = self.store.insert_report_request(
-            actor=actor, retention_s=policy.retention_s, id=new_id("rr"), tenant=spec.tenant,
-            subject=spec.subject, period=spec.period, template_id=template_id, template_version=version,
-            template_sha256=template.info.sha256, variant=spec.variant, document_class=policy.document_class,
-            region=policy.region, processor=spec.processor, data_sha256=digest, schedule_id=spec.schedule_id,
+        fields = dict(
+            tenant=spec.tenant, subject=spec.subject, period=spec.period, template_id=template_id,
+            template_version=version, template_sha256=template.info.sha256, variant=spec.variant,
+            document_class=policy.document_class, region=policy.region, processor=spec.processor,
+            data_sha256=data_sha256(spec.data), schedule_id=spec.schedule_id,
         )
-        if not created and (request.data_sha256, request.variant, request.processor) != \
-                (digest, spec.variant, spec.processor):
-            raise IdempotencyConflict("this report request already exists with other data or options")
+        watermark = dict(spec.watermark) if spec.watermark is not None else None
+        request, created = self.store.insert_report_request(
+            actor=actor, retention_s=policy.retention_s, watermark=watermark, id=new_id("rr"), **fields)
+        parent = None
+        if not created and not _same(request, fields, watermark):
+            if not spec.supersede:
+                raise IdempotencyConflict(
+                    f"report request {request.id} for this subject, period and template already exists with "
+                    "other data or options; to correct it, request again with --supersede "
+                    "(API: \"supersede\": true)")
+            old_jobs = self.store.request_jobs(request.id)
+            _check_supersedable(request, old_jobs)
+            parent = old_jobs[-1] if old_jobs else None
+            request, created = self.store.supersede_report_request(
+                request, actor=actor, retention_s=policy.retention_s, reason="corrected",
+                watermark=watermark, id=new_id("rr"), **fields)
+            if not created and not _same(request, fields, watermark):
+                raise IdempotencyConflict(f"report request {request.id} superseded it first with other data")
         jobs = self.store.request_jobs(request.id)
         if not jobs:  # a new request, or one whose creator stopped before submitting its job
             snapshot = _snapshot(template, spec)
             policy = policy.evolve(report=_report_ref(request))
-            jobs = [self._submit(request, policy, snapshot, key=f"report:{request.id}", parent=None,
+            jobs = [self._submit(request, policy, snapshot, key=f"report:{request.id}", parent=parent,
                                  actor=actor)]
-        log.info("report request %s (created=%s) job %s", request.id, created, jobs[0].id)
+        log.info("report request %s (created=%s, revision %d) job %s", request.id, created, request.revision,
+                 jobs[0].id)
         return RequestDetail(request, jobs), created
 
     def retry(self, request_id: str, *, actor: str, tenant: str | None = None) -> Job:
@@ -149,8 +186,7 @@ class ReportRequests:
         check_tenant(spec.tenant)
         if not _SUBJECT_RE.fullmatch(spec.subject or ""):
             raise InvalidRequest("subject must match [A-Za-z0-9][A-Za-z0-9._:-]* (at most 128 characters)")
-        if not _PERIOD_RE.fullmatch(spec.period or ""):
-            raise InvalidRequest("period must be a short key such as 2026-11")
+        check_period(spec.period)
         if spec.variant not in VARIANTS:
             raise InvalidRequest(f"variant must be one of {sorted(v for v in VARIANTS if v)} or null")
         if spec.processor not in self.processors:
@@ -162,11 +198,18 @@ class ReportRequests:
         return template_id, version
 
     def _policy(self, spec: RequestSpec) -> JobPolicy:
+        """The class's policy as a report; the request's watermark fields over the class's spec."""
         try:
             base = self.settings.policy_for(spec.document_class)
         except ConfigError as exc:
-            raise InvalidRequest(str(exc)) from exc
-        return base.evolve(kind=Kind.REPORT)
+            raise InvalidRequest(exc.message, field=exc.field) from exc
+        if spec.watermark is None:
+            return base.evolve(kind=Kind.REPORT)
+        try:
+            mark = WatermarkSpec.from_mapping(spec.watermark, base.watermark)
+        except ConfigError as exc:
+            raise InvalidWatermark(exc.message, field="watermark") from None
+        return base.evolve(kind=Kind.REPORT, watermark=mark)
 
     def _submit(self, request: ReportRequest, policy: JobPolicy, snapshot: bytes, *, key: str,
                 parent: Job | None, actor: str) -> Job:
@@ -189,6 +232,47 @@ class ReportRequests:
         if job.input_key != input_key:
             blobs.delete(input_key)  # an earlier identical submission already owns its input
         return job
+
+
+def check_period(period: str) -> str:
+    """A period key (see PERIOD_FORMS) with real months, days and weeks; InvalidRequest otherwise."""
+    match = _PERIOD_RE.fullmatch(period or "") if isinstance(period, str) else None
+    ok = match is not None
+    if match is not None:
+        year, month, day, week = match["y"], match["m"], match["d"], match["w"]
+        if month is not None:
+            ok = 1 <= int(month) <= 12 and (day is None or
+                                            1 <= int(day) <= calendar.monthrange(int(year), int(month))[1])
+        if week is not None:
+            ok = 1 <= int(week) <= _iso_weeks(int(year))
+    if not ok:
+        raise InvalidRequest(f"period={period!r}: must be {PERIOD_FORMS}", field="period")
+    return period
+
+
+def _iso_weeks(year: int) -> int:
+    return date(year, 12, 28).isocalendar()[1]  # 28 December always lies in the year's last ISO week
+
+
+def _check_data(template: TemplateVersion, data: Any) -> None:
+    """The template's own check, at request time: 400 naming the failing paths (never the values)."""
+    try:
+        validate_data(template.schema, data)
+    except TemplateDataInvalid as exc:
+        raise InvalidReportData(f"template {template.info.ref}: {exc.message}", field="data") from None
+
+
+def _same(request: ReportRequest, fields: dict[str, Any], watermark: dict[str, Any] | None) -> bool:
+    """Whether an existing request is what the caller asks for (so returning it is idempotent)."""
+    return (request.data_sha256, request.variant, request.processor, request.watermark) == \
+        (fields["data_sha256"], fields["variant"], fields["processor"], watermark)
+
+
+def _check_supersedable(request: ReportRequest, jobs: list[Job]) -> None:
+    """A correction replaces a request whose newest job ended (or that has none); never a running one."""
+    if jobs and not jobs[-1].terminal:
+        raise IllegalTransition(f"report request {request.id}'s job {jobs[-1].id} is still "
+                                f"{jobs[-1].state.value}; cancel it or let it end before superseding")
 
 
 def _report_ref(request: ReportRequest) -> dict[str, Any]:

@@ -72,6 +72,15 @@ class ReportRequest:
     schedule_id: str | None
     created_at: datetime
     created_by: str
+    revision: int = 1
+    supersedes: str | None = None  # the request this one corrects
+    superseded_by: str | None = None  # the correction of this one; None while it is current
+    superseded_at: datetime | None = None
+    watermark: dict[str, Any] | None = None  # the caller's watermark fields (None: the class's)
+
+    @property
+    def current(self) -> bool:
+        return self.superseded_by is None
 
 
 @dataclass(frozen=True)
@@ -124,6 +133,16 @@ def _taken_message(template_id: str, claimed: Row | None) -> str:
     if claimed is not None and claimed["tenant"] is None:
         return f"template {template_id} is shared; only operators publish its versions"
     return f"template id {template_id} belongs to another owner; choose another id"
+
+
+def _request(row: Row) -> ReportRequest:
+    values = _fields(ReportRequest, row)
+    values["watermark"] = dict(_json(row["watermark"])) if row.get("watermark") else None
+    return ReportRequest(**values)
+
+
+def _json_or_none(value: dict[str, Any] | None) -> str | None:
+    return None if value is None else json.dumps(value, sort_keys=True)
 
 
 def _fields(cls: type, row: Row) -> dict[str, Any]:
@@ -180,37 +199,70 @@ class ReportQueries(SqlBase):
 
     # -- report requests ---------------------------------------------------------------------------
     def insert_report_request(
-        self, *, actor: str, retention_s: float, **fields: Any
+        self, *, actor: str, retention_s: float, watermark: dict[str, Any] | None = None, **fields: Any
     ) -> tuple[ReportRequest, bool]:
-        """Create the request, or return the one with the same (tenant, subject, period, template@version)."""
+        """Create the request, or return the current one of the same (tenant, subject, period,
+        template@version)."""
         with self._tx() as tx:
             row = tx.one("insert_report_request", created_by=actor, retention_s=retention_s,
-                         now=self._now_param(), **fields)
+                         now=self._now_param(), revision=1, supersedes=None,
+                         watermark=_json_or_none(watermark), **fields)
             if row is None:
                 keys = ("tenant", "subject", "period", "template_id", "template_version")
                 found = tx.one("find_report_request", **{k: fields[k] for k in keys})
                 if found is None:  # the id itself collided: vanishingly unlikely with random ids
                     raise NotFound("the report request could not be created")
-                return ReportRequest(**_fields(ReportRequest, found)), False
+                return _request(found), False
             self._append_event(
                 tx, "report_request_created", actor=actor, job_id=None, reason=None, chain=REPORTS_CHAIN,
                 details={"request_id": row["id"], "period": row["period"], "processor": row["processor"],
                          "region": row["region"],
                          "template": f"{row['template_id']}@{row['template_version']}"},
             )
-        return ReportRequest(**_fields(ReportRequest, row)), True
+        return _request(row), True
+
+    def supersede_report_request(
+        self, old: ReportRequest, *, actor: str, retention_s: float, reason: str,
+        watermark: dict[str, Any] | None = None, **fields: Any,
+    ) -> tuple[ReportRequest, bool]:
+        """Replace the current request `old` by a correction (revision + 1, linked both ways), audited as
+        "report_request_superseded" in the same transaction. `old`, its jobs and their failed attempts
+        stay untouched as evidence. (request, True), or (the current request, False) when `old` was
+        already superseded by someone else: the caller compares it with what it asked for."""
+        with self._tx() as tx:
+            marked = tx.one("mark_report_request_superseded", id=old.id, new_id=fields["id"],
+                            now=self._now_param())
+            if marked is None:
+                keys = ("tenant", "subject", "period", "template_id", "template_version")
+                found = tx.one("find_report_request", **{k: getattr(old, k) for k in keys})
+                if found is None:
+                    raise NotFound(f"no current report request supersedes {old.id}")
+                return _request(found), False
+            row = tx.one("insert_report_request", created_by=actor, retention_s=retention_s,
+                         now=self._now_param(), revision=old.revision + 1, supersedes=old.id,
+                         watermark=_json_or_none(watermark), **fields)
+            if row is None:  # the id itself collided: vanishingly unlikely with random ids
+                raise NotFound("the corrected report request could not be created")
+            self._append_event(
+                tx, "report_request_superseded", actor=actor, job_id=None, reason=reason, chain=REPORTS_CHAIN,
+                details={"request_id": row["id"], "supersedes": old.id, "revision": row["revision"],
+                         "period": row["period"], "old_data_sha256": old.data_sha256,
+                         "data_sha256": row["data_sha256"],
+                         "template": f"{row['template_id']}@{row['template_version']}"},
+            )
+        return _request(row), True
 
     def get_report_request(self, request_id: str) -> ReportRequest:
         with self._tx(write=False) as tx:
             row = tx.one("get_report_request", id=request_id)
         if row is None:
             raise NotFound(f"no report request {request_id}")
-        return ReportRequest(**_fields(ReportRequest, row))
+        return _request(row)
 
     def list_report_requests(self, tenant: str, *, limit: int = 100) -> list[ReportRequest]:
         with self._tx(write=False) as tx:
             rows = tx.all("list_report_requests", tenant=tenant, limit=limit)
-        return [ReportRequest(**_fields(ReportRequest, r)) for r in rows]
+        return [_request(r) for r in rows]
 
     def request_jobs(self, request_id: str) -> list[Job]:
         """The request's jobs, oldest first."""

@@ -48,7 +48,10 @@ def test_submit_status_wait_download(
     src = tmp_path / "in.pdf"
     src.write_bytes(PDF)
     assert cli(["submit", str(src), "--text", "PRIVATE", "--mode", "raster", "--json"]) == 0
-    job = _json_out(capsys)
+    row = _json_out(capsys)
+    assert row["file"] == str(src)
+    job = row["job"]
+    assert isinstance(job, dict)
     job_id = str(job["id"])
     assert job["state"] == "queued" and job["mode"] == "raster"
     assert shell.store.get(job_id).policy.watermark.text == "PRIVATE"  # type: ignore[union-attr]
@@ -61,7 +64,7 @@ def test_submit_status_wait_download(
     assert cli(["download", job_id, "--out", str(out)]) == 0
     assert out.read_bytes() == b"%PDF-1.4 out\n"
     assert cli(["cancel", job_id]) == 4
-    assert "illegal_transition" in capsys.readouterr().err
+    assert "job_already_ended" in capsys.readouterr().err
 
 
 def test_exit_codes_for_canceled_timeout_and_usage(
@@ -70,11 +73,11 @@ def test_exit_codes_for_canceled_timeout_and_usage(
     src = tmp_path / "in.pdf"
     src.write_bytes(PDF)
     assert cli(["submit", str(src), "--json"]) == 0
-    slow = str(_json_out(capsys)["id"])
+    slow = str(_json_out(capsys)["job"]["id"])  # type: ignore[index]
     assert cli(["wait", slow, "--budget", "0.4"]) == 3
     assert "poll_timeout" in capsys.readouterr().err
     assert cli(["submit", str(src), "--json"]) == 0
-    doomed = str(_json_out(capsys)["id"])
+    doomed = str(_json_out(capsys)["job"]["id"])  # type: ignore[index]
     assert cli(["cancel", doomed]) == 0
     assert cli(["wait", doomed]) == 1
     assert cli(["submit", str(src), "--wait", "--budget", "0.3"]) == 3
@@ -110,3 +113,44 @@ def test_operator_keys_are_issued_separately(shell: ApiEnv, capsys: pytest.Captu
     assert principal.is_operator and not principal.allows("jobs.read")
     with pytest.raises(SystemExit):  # a key is either a tenant's or an operator's
         cli(["keys", "create", "--tenant", "acme", "--operator"])
+
+
+def test_submit_many_files_waits_together_and_downloads(
+    shell: ApiEnv, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import threading
+
+    files = []
+    for name in ("a.pdf", "b.pdf"):
+        path = tmp_path / name
+        path.write_bytes(PDF + name.encode())
+        files.append(path)
+    junk = tmp_path / "c.docx"
+    junk.write_bytes(b"PK\x03\x04 not a pdf")
+    out_dir = tmp_path / "out"
+    capsys.readouterr()
+
+    def play_worker() -> None:  # finishes each job once it exists (the CLI is waiting meanwhile)
+        done: set[str] = set()
+        while len(done) < 2:
+            for job in shell.store.list_jobs():
+                if job.id not in done and job.state.value == "queued":
+                    shell.finish(job.id, b"%PDF-1.4 out " + job.id.encode())
+                    done.add(job.id)
+
+    worker = threading.Thread(target=play_worker, daemon=True)
+    worker.start()
+    code = cli(["submit", *map(str, files), str(junk), "--out", str(out_dir), "--budget", "30", "--json"])
+    worker.join(timeout=30)
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert code == 4  # the .docx was refused; the others succeeded
+    assert [r["file"] for r in rows] == [str(files[0]), str(files[1]), str(junk)]
+    for row in rows[:2]:
+        assert row["job"]["state"] == "succeeded"
+        assert Path(row["output"]).read_bytes() == b"%PDF-1.4 out " + row["job"]["id"].encode()
+    assert sorted(p.name for p in out_dir.iterdir()) == ["a.watermarked.pdf", "b.watermarked.pdf"]
+    assert rows[2]["job"] is None and rows[2]["error"]["code"] == "unsupported_media_type"
+    assert cli(["download", rows[0]["job"]["id"], "--out", str(tmp_path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["path"].endswith(".pdf")
+    assert cli(["submit", str(files[0]), "--deadline", "99999999"]) == 4
+    assert "--deadline: invalid_request: deadline_s=1e+08: must be in (0, 3600]" in capsys.readouterr().err

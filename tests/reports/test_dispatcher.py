@@ -12,12 +12,14 @@ import pytest
 
 from docfence.blobs import RegionRouter
 from docfence.core.clock import FakeClock
+from docfence.core.errors import InvalidReportData
 from docfence.core.states import JobState
 from docfence.engines.report import render_report
 from docfence.engines.report_sample import load_monthly_bundle, sample_monthly_data
 from docfence.providers import PollPolicy, docfence_preset
 from docfence.reports import ReportRequests, RequestSpec
 from docfence.reports.dispatcher import Dispatcher, DispatcherConfig
+from docfence.sandbox import Sandbox
 from docfence.store.sqlstore import SqlStore
 from docfence.testing.fake_provider import FakeProvider
 
@@ -39,10 +41,17 @@ def fake(provider_pdf: bytes) -> Iterator[FakeProvider]:
 
 
 @pytest.fixture
-def dispatcher(fake: FakeProvider, rstore: SqlStore, router: RegionRouter, clock: FakeClock) -> Dispatcher:
+def dispatcher(fake: FakeProvider, rstore: SqlStore, router: RegionRouter, clock: FakeClock,
+               sandbox: Sandbox) -> Dispatcher:
     config = DispatcherConfig(providers={"vendor": docfence_preset(fake.base_url, fake.api_key, poll=FAST)},
                               worker_id="dispatcher-1", heartbeat_interval_s=5.0, commit_margin_s=10.0)
-    return Dispatcher(config, rstore, router, clock=clock, sleep=clock.advance)
+    return Dispatcher(config, rstore, router, clock=clock, sleep=clock.advance, sandbox=sandbox)
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[Sandbox]:
+    with Sandbox() as shared:  # one zygote for the module: each check still gets its own process
+        yield shared
 
 
 def provider_request(requests_uc: ReportRequests, template: str, **changes: Any) -> str:
@@ -133,7 +142,12 @@ def test_5xx_forever_retries_within_attempts_without_duplicate_provider_jobs(
 @pytest.mark.parametrize("store_kind", ["sqlite"])
 def test_bad_data_fails_before_anything_is_sent(
     fake: FakeProvider, dispatcher: Dispatcher, rstore: SqlStore, monthly: str, requests_uc: ReportRequests,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    with pytest.raises(InvalidReportData):  # refused when requested...
+        provider_request(requests_uc, monthly, data={"clinic": ""})
+    # ...and a job queued before that check existed (an upgrade) still fails before anything is sent
+    monkeypatch.setattr("docfence.reports.requests._check_data", lambda template, data: None)
     job_id = provider_request(requests_uc, monthly, data={"clinic": ""})
     dispatcher.run_once()
     job = rstore.get(job_id)

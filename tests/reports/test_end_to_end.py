@@ -31,13 +31,19 @@ def runtime(tmp_path: Path) -> Iterator[Runtime]:
         rt.close()
 
 
-def test_monthly_report_renders_watermarks_validates_and_archives(runtime: Runtime) -> None:
+def test_monthly_report_renders_watermarks_validates_and_archives(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
     info, _ = Templates(runtime.store).create_version("monthly", load_monthly_bundle(), actor="test")
     requests = ReportRequests(runtime.settings, runtime.store, runtime.regions)
     good, _ = requests.create(RequestSpec(tenant="acme", subject="clinic-1", period="2026-01",
                                           template=info.ref, data=sample_monthly_data(pages=2)), actor="test")
+    # Requests are checked against the schema when made; a job queued before that check existed (an
+    # upgrade) still meets the renderer's own check, which is what this part exercises.
+    monkeypatch.setattr("docfence.reports.requests._check_data", lambda template, data: None)
     bad, _ = requests.create(RequestSpec(tenant="acme", subject="clinic-2", period="2026-01",
                                          template=info.ref, data={"clinic": "x"}), actor="test")
+    monkeypatch.undo()
     counters = run_worker(runtime, until_idle=True, install_signals=False)
     assert counters.succeeded == 1 and counters.failed == 1
 

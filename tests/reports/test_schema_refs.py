@@ -87,9 +87,10 @@ def test_local_refs_still_work(rstore: SqlStore) -> None:
 @pytest.mark.parametrize("case", ["http", "file", "relative_to_id"])
 def test_a_stored_schema_with_remote_refs_resolves_nothing_when_a_job_runs(
     rstore: SqlStore, requests_uc: ReportRequests, recorder: tuple[str, list[str]], secret_file: Path,
-    case: str,
+    case: str, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A version stored before creation refused such refs: the job fails closed, nothing is fetched."""
+    """A version stored before creation refused such refs: a request is refused, and a job queued before
+    requests were checked fails closed; nothing is fetched either way."""
     base, seen = recorder
     schema, _ = _schemas(base, secret_file)[case]
     bundle = load_monthly_bundle()
@@ -98,6 +99,10 @@ def test_a_stored_schema_with_remote_refs_resolves_nothing_when_a_job_runs(
 
     rstore.insert_template_version("old", name="old", sha256=template_hash(bundle), html=bundle.html,
                                    css=bundle.css, assets=encode_assets(bundle), schema=schema, actor="test")
+    spec = RequestSpec(tenant="acme", subject="s1", period="2026-01", template="old@1", data={"a": 1})
+    with pytest.raises(TemplateError, match="only use local references"):
+        requests_uc.create(spec, actor="test")
+    monkeypatch.setattr("docfence.reports.requests._check_data", lambda template, data: None)
     detail, _ = requests_uc.create(RequestSpec(tenant="acme", subject="s1", period="2026-01",
                                                template="old@1", data={"a": 1}), actor="test")
     job = detail.jobs[0]

@@ -39,23 +39,31 @@ SELECT t.id, t.version, t.name, t.sha256, t.created_at, t.created_by, o.tenant A
  ORDER BY t.id, t.version LIMIT :limit;
 
 -- name: insert_report_request
--- Create a report request, or nothing when (tenant, subject, period, template@version) exists.
+-- Create a report request (revision 1, or a correction of :supersedes), or nothing when the same
+-- (tenant, subject, period, template@version) already has a current request or this revision.
 INSERT INTO report_requests (id, tenant, subject, period, template_id, template_version, template_sha256,
                              variant, document_class, region, retention_until, processor, data_sha256,
-                             schedule_id, created_at, created_by)
+                             schedule_id, created_at, created_by, revision, supersedes, watermark)
 SELECT :id, :tenant, :subject, :period, :template_id, :template_version, :template_sha256, :variant,
        :document_class, :region, t.now + :retention_s, :processor, :data_sha256, :schedule_id, t.now,
-       :created_by
+       :created_by, :revision, :supersedes, :watermark
   FROM (SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now) AS t
  WHERE true
 ON CONFLICT DO NOTHING
 RETURNING *;
 
 -- name: find_report_request
--- The request of a (tenant, subject, period, template@version).
+-- The current (not superseded) request of a (tenant, subject, period, template@version).
 SELECT * FROM report_requests
  WHERE tenant = :tenant AND subject = :subject AND period = :period AND template_id = :template_id
-   AND template_version = :template_version;
+   AND template_version = :template_version AND superseded_by IS NULL;
+
+-- name: mark_report_request_superseded
+-- Fenced: only a current request can be superseded; nothing when another correction came first.
+UPDATE report_requests
+   SET superseded_by = :new_id, superseded_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)
+ WHERE id = :id AND superseded_by IS NULL
+RETURNING *;
 
 -- name: get_report_request
 -- One report request by id.
