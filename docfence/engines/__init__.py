@@ -41,7 +41,7 @@ def process(data: bytes, policy: JobPolicy, *, password: str | None = None,
         on_pages(len(opened.pages))
     sanitised = sanitize(opened.pdf, opened.pages, policy.sanitize)
     source = data
-    if sanitised.annotations_changed or opened.repaired:
+    if sanitised.stripped or opened.repaired:
         # the validator compares the output with its source: give it (and the raster renderer) the
         # repaired and sanitised input, so what was changed on purpose is not reported as a loss
         source = save(opened.pdf, opened.encrypted)
