@@ -12,7 +12,9 @@ Raster: page count, visible size, watermark pixels on every page, second reader.
 
 from __future__ import annotations
 
+import functools
 import io
+from collections.abc import Callable
 from typing import Any
 
 import pikepdf
@@ -24,7 +26,7 @@ from docfence.core.policy import SanitizePolicy, WatermarkSpec
 from docfence.engines import page_checks
 from docfence.engines import page_facts as facts
 from docfence.engines.geometry import PageGeometry, page_geometry
-from docfence.engines.parallel import map_ranges, split, usable_cores
+from docfence.engines.parallel import run_parallel, split, usable_cores
 from docfence.engines.sanitize_residue import residue_check
 from docfence.engines.second_reader import SecondReader
 from docfence.engines.wm_layer import coverage_mask
@@ -86,14 +88,14 @@ def validate(
     # qpdf's content-stream parse is kept where pages are not proved byte-identical (exhaustive, raster)
     parse = level == "exhaustive" or mode != "vector"
     reader = SecondReader(output, password, len(out_pages), parse_content=parse)
+    # nothing of a kind the sanitiser strips may be left (engines/sanitize*); runs beside the page proof
+    residue = (lambda: residue_check(out, sanitize)) if sanitize is not None else None
     try:
-        checks, notes = _checks(source, output, pw, spec, src_pages, out_pages, mode, dpi, level)
+        checks, notes = _checks(source, output, pw, spec, src_pages, out_pages, mode, dpi, level, residue)
     finally:
         second = reader.finish([page_geometry(p) for p in out_pages])
     checks.insert(0, _opens_cleanly(out))
     checks.append(second if checks[1]["ok"] else check("second_reader", [], skipped="page count differs"))
-    if sanitize is not None:
-        checks.append(residue_check(out, sanitize))  # nothing of a stripped kind left (engines/sanitize*)
     return {
         "ok": all(c["ok"] for c in checks),
         "mode": mode,
@@ -122,6 +124,7 @@ def _checks(
     mode: str,
     dpi: int,
     level: str,
+    side: Callable[[], Check] | None,
 ) -> tuple[list[Check], list[str]]:
     count = len(src_pages)
     checks: list[Check] = [
@@ -133,29 +136,40 @@ def _checks(
         ),
     ]
     if not checks[0]["ok"]:
-        return checks, []
+        return checks + ([side()] if side else []), []
     selected = [spec.page_selected(i, count) for i in range(count)]
     geos = [page_geometry(p) for p in src_pages]
     if mode != "vector":
         checks.append(facts.visible_size_check(src_pages, out_pages))
         checks += pixel_checks(source, output, pw, selected, mode, spec, geos, range(count), dpi)
+        checks += [side()] if side else []
         return checks, ["raster mode: text, links, annotations and form fields are intentionally not kept"]
     out_geos = [page_geometry(p) for p in out_pages]
     pair = page_checks.Pair(src_pages, out_pages, spec, selected, geos, out_geos)
-    findings = prove_pages(pair)
+    findings, side_check = prove_pages(pair, side)
     checks += structure_report(findings, count, spec)
     render = range(count) if level == "exhaustive" else pixel_pages(findings, geos, selected)
     checks += pixel_checks(source, output, pw, selected, mode, spec, geos, render, None)
     checks[-1]["why"] = "every page" if level == "exhaustive" else _why(findings, render)
-    return checks, []
+    return checks + ([side_check] if side_check else []), []
 
 
-def prove_pages(pair: page_checks.Pair) -> page_checks.RangeFindings:
-    """Structural proof of every page, split across the usable cores for long documents."""
+def prove_pages(
+    pair: page_checks.Pair, side: Callable[[], Check] | None = None
+) -> tuple[page_checks.RangeFindings, Check | None]:
+    """Structural proof of every page, split across the usable cores for long documents, with `side`
+    (a whole-document check) run at the same time; a piece that dies fails its checks closed."""
     count = len(pair.src_pages)
-    workers = usable_cores() if count >= _PARALLEL_FROM_PAGES else 1
-    ranges = split(count, workers)
-    parts = map_ranges(lambda first, stop: page_checks.prove_range(pair, first, stop), ranges)
+    parallel = count >= _PARALLEL_FROM_PAGES
+    ranges = split(count, usable_cores() if parallel else 1)
+    tasks: list[Callable[[], Any]] = [functools.partial(page_checks.prove_range, pair, *r) for r in ranges]
+    if side is not None:
+        tasks.insert(0, side)
+    results = run_parallel(tasks) if parallel else [task() for task in tasks]
+    side_check: Check | None = None
+    if side is not None:
+        side_check = results.pop(0) or check("sanitised", ["the residue check did not complete"])
+    parts: list[page_checks.RangeFindings | None] = results
     done = [p for p in parts if p is not None]
     merged = page_checks.merge(done)
     for (first, stop), part in zip(ranges, parts, strict=True):
@@ -164,7 +178,7 @@ def prove_pages(pair: page_checks.Pair) -> page_checks.RangeFindings:
                 merged.failures.setdefault(name, []).insert(
                     0, f"pages {page_ranges(range(first, stop))}: structural checks did not complete"
                 )
-    return merged
+    return merged, side_check
 
 
 def structure_report(found: page_checks.RangeFindings, count: int, spec: WatermarkSpec) -> list[Check]:

@@ -6,12 +6,13 @@ and tests/engines/helpers.py)."""
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import pikepdf
 import pytest
 
 from docfence.core.policy import JobPolicy, WatermarkSpec
-from docfence.engines import samples
+from docfence.engines import page_checks, samples
 from docfence.engines.preflight import preflight
 from docfence.engines.validate import validate
 from docfence.engines.vector import watermark_vector
@@ -223,3 +224,23 @@ def test_a_selection_is_proved_page_by_page(text_pair: tuple[bytes, bytes]) -> N
     assert {"watermark_structure"} <= failed(report)
 
 
+
+
+def test_a_proof_piece_that_dies_fails_closed(
+    long_pair: tuple[bytes, bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Long documents are split across forked processes; one that dies (here: exits without an answer)
+    leaves its pages unproved, and validation fails rather than trusting the pieces that answered."""
+    parent = os.getpid()
+    real = page_checks.prove_range
+
+    def dies_in_child(pair: page_checks.Pair, first: int, stop: int) -> page_checks.RangeFindings:
+        if os.getpid() != parent:
+            os._exit(3)
+        return real(pair, first, stop)
+
+    monkeypatch.setattr(page_checks, "prove_range", dies_in_child)
+    report = run(*long_pair, "standard")
+    assert not report["ok"]
+    mark = next(c for c in report["checks"] if c["name"] == "watermark_structure")  # type: ignore[attr-defined]
+    assert mark["failures"][0] == "pages 1-250: structural checks did not complete"
