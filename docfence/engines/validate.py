@@ -36,6 +36,7 @@ _RENDER_PX = 110.0  # longest side of the low-resolution comparison render
 _MAX_DETAILS = 10
 _RASTER_NOISE = 8.0  # mean difference a re-rasterised page may show from resampling alone
 _PARALLEL_FROM_PAGES = 200  # below this, forking costs more than it saves
+_PARALLEL_FROM_RENDERS = 8  # pages to render (both files) before splitting them across processes
 _SAMPLE_PAGES = 6  # standard mode: pages rendered as a cross-check of the structural proof
 
 
@@ -141,7 +142,7 @@ def _checks(
     geos = [page_geometry(p) for p in src_pages]
     if mode != "vector":
         checks.append(facts.visible_size_check(src_pages, out_pages))
-        checks += pixel_checks(source, output, pw, selected, mode, spec, geos, range(count), dpi)
+        checks += split_pixel_checks(source, output, pw, selected, mode, spec, geos, range(count), dpi)
         checks += [side()] if side else []
         return checks, ["raster mode: text, links, annotations and form fields are intentionally not kept"]
     out_geos = [page_geometry(p) for p in out_pages]
@@ -149,7 +150,7 @@ def _checks(
     findings, side_check = prove_pages(pair, side)
     checks += structure_report(findings, count, spec)
     render = range(count) if level == "exhaustive" else pixel_pages(findings, geos, selected)
-    checks += pixel_checks(source, output, pw, selected, mode, spec, geos, render, None)
+    checks += split_pixel_checks(source, output, pw, selected, mode, spec, geos, render, None)
     checks[-1]["why"] = "every page" if level == "exhaustive" else _why(findings, render)
     return checks + ([side_check] if side_check else []), []
 
@@ -252,6 +253,39 @@ def changed_pixels(before: Image.Image, after: Image.Image, threshold: int) -> i
         after = after.resize(before.size)
     diff = ImageChops.difference(before, after).convert("L")
     return int(diff.point(lambda v: 255 if v > threshold else 0).histogram()[255])
+
+
+def split_pixel_checks(
+    source: bytes,
+    output: bytes,
+    pw: str,
+    selected: list[bool],
+    mode: str,
+    spec: WatermarkSpec,
+    geos: list[PageGeometry],
+    pages: list[int] | range,
+    dpi: int | None = None,
+) -> list[Check]:
+    """pixel_checks over `pages`, split across the usable cores when there are enough pages to pay for
+    the forks (raster validation, exhaustive mode); a piece that dies fails the checks closed."""
+    pages = list(pages)
+    cores = usable_cores() if len(pages) >= _PARALLEL_FROM_RENDERS else 1
+    parts = [pages[a:b] for a, b in split(len(pages), cores)]
+    if len(parts) <= 1:
+        return pixel_checks(source, output, pw, selected, mode, spec, geos, pages, dpi)
+    run = functools.partial(pixel_checks, source, output, pw, selected, mode, spec, geos)
+    results = run_parallel([functools.partial(run, part, dpi) for part in parts])
+    names = ["text_extracted", "watermark_rendered"] if mode == "vector" else ["watermark_rendered"]
+    merged: dict[str, Check] = {}
+    for part, result in zip(parts, results, strict=True):
+        lost = [check(name, [f"pages {page_ranges(part)}: did not complete"]) for name in names]
+        for piece in result or lost:
+            into = merged.setdefault(piece["name"], {**piece, "failures": []})
+            into["ok"] = into["ok"] and piece["ok"]
+            into["failures"] = (into["failures"] + piece["failures"])[:_MAX_DETAILS]
+    for item in merged.values():
+        item["pages"] = page_ranges(pages)
+    return list(merged.values())
 
 
 def pixel_checks(
