@@ -218,6 +218,43 @@ def dense_size_ratio(src: Path) -> dict[str, Any]:
     }
 
 
+def stage_cpu_seconds(src: Path, level: str) -> dict[str, Any]:
+    """CPU seconds per stage of process() on `src` (this process; forked validation pieces, qpdf and
+    pdfium children counted apart): less sensitive to a loaded machine than wall time."""
+    import resource
+
+    import docfence.engines.preflight as preflight_mod
+    import docfence.engines.sanitize as sanitize_mod
+    import docfence.engines.validate as validate_mod
+    import docfence.engines.vector as vector_mod
+
+    spent: dict[str, float] = {}
+    stages = [(preflight_mod, "preflight"), (sanitize_mod, "sanitize"), (vector_mod, "watermark_vector"),
+              (validate_mod, "validate")]
+    originals = [(mod, name, getattr(mod, name)) for mod, name in stages]
+
+    def wrap(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = resource.getrusage(resource.RUSAGE_SELF).ru_utime
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                used = resource.getrusage(resource.RUSAGE_SELF).ru_utime - started
+                spent[name] = round(spent.get(name, 0.0) + used, 2)
+        return timed
+
+    for mod, name, fn in originals:
+        setattr(mod, name, wrap(name, fn))
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
+    try:
+        process(src.read_bytes(), JobPolicy(watermark=SPEC, validation=level))
+    finally:
+        for mod, name, fn in originals:
+            setattr(mod, name, fn)
+    spent["validation_children"] = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime - children, 2)
+    return spent
+
+
 def bench_dense(folder: Path, tmp: Path) -> dict[str, Any]:
     d2000, d1000 = dense_doc(folder, 2000, tmp), dense_doc(folder, 1000, tmp)
     d200 = folder / "doc_200p.pdf"
@@ -238,6 +275,8 @@ def bench_dense(folder: Path, tmp: Path) -> dict[str, Any]:
             "standard_validation": pages_per_second(200, lambda: process(data200, standard), 0.0),
             "exhaustive_validation": pages_per_second(200, lambda: process(data200, exhaustive), 0.0),
         },
+        "cpu_seconds_2000p_standard": stage_cpu_seconds(d2000, "standard"),
+        "cpu_seconds_2000p_exhaustive": stage_cpu_seconds(d2000, "exhaustive"),
         "raster_size_20p": size,
         "memory_1000p": rss,
         "targets": {
