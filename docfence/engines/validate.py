@@ -149,6 +149,7 @@ def _checks(
     pair = page_checks.Pair(src_pages, out_pages, spec, selected, geos, out_geos)
     findings, side_check = prove_pages(pair, side)
     checks += structure_report(findings, count, spec)
+    checks.append(mark_visible_alone(geos, selected, spec))
     render = range(count) if level == "exhaustive" else pixel_pages(findings, geos, selected)
     checks += split_pixel_checks(source, output, pw, selected, mode, spec, geos, render, None)
     checks[-1]["why"] = "every page" if level == "exhaustive" else _why(findings, render)
@@ -203,6 +204,31 @@ def structure_report(found: page_checks.RangeFindings, count: int, spec: Waterma
             details["pages_marked"] = sum(spec.page_selected(i, count) for i in range(count))
         checks.append(check(name, found.failures.get(name, []), **details))
     return checks
+
+
+def mark_visible_alone(geos: list[PageGeometry], selected: list[bool], spec: WatermarkSpec) -> Check:
+    """The mark the structure proof found on each page is the builder's form for that geometry; render
+    that form alone, once per geometry, on a blank page of the same boxes: it must leave ink inside the
+    visible box (it clips to the CropBox), or the layout put it where no reader shows it."""
+    failures: list[str] = []
+    by_geometry: dict[tuple[object, ...], list[int]] = {}
+    for i, geo in enumerate(geos):
+        if selected[i]:
+            by_geometry.setdefault((geo.crop, geo.rotate), []).append(i)
+    for pages in by_geometry.values():
+        geo = geos[pages[0]]
+        width, height = geo.display_size
+        scale = _RENDER_PX * 2 / max(width, height, 1.0)
+        size = (max(1, round(width * scale)), max(1, round(height * scale)))
+        if coverage_mask(geo, spec, size).point(lambda v: 255 if v > 128 else 0).getbbox() is None:
+            failures.append(f"pages {page_ranges(pages)}: the mark leaves no ink inside the visible box")
+    return check(
+        "watermark_in_visible_box",
+        failures,
+        method="the mark form rendered alone once per page geometry",
+        geometries=len(by_geometry),
+        pages=page_ranges([i for pages in by_geometry.values() for i in pages]),
+    )
 
 
 def pixel_pages(
