@@ -48,12 +48,19 @@ def register(sub: Any) -> None:
     request.add_argument("--period", required=True, help="e.g. 2026-11")
     request.add_argument("--template", required=True, help="id@version")
     request.add_argument("--data", help="JSON file with the report data (default: {})")
+    request.add_argument("--watermark", help='JSON object of watermark fields, e.g. {"text": "DRAFT"} '
+                                             "(default: the class's watermark)")
+    request.add_argument("--supersede", action="store_true",
+                         help="replace this period's request (its job ended) by one with corrected data; "
+                              "the old one stays as evidence")
+    request.add_argument("--json", action="store_true", help="print the request as JSON")
     _request_options(request)
     request.set_defaults(func=_guard(run_request))
     for name, helptext, fn in (("show", "a request with its jobs", run_show),
                                ("retry", "a new job linked to the failed one", run_retry)):
         p = r_sub.add_parser(name, help=helptext)
         p.add_argument("request_id")
+        p.add_argument("--json", action="store_true", help="print JSON")
         p.set_defaults(func=_guard(fn))
     _register_schedule(r_sub)
     dispatch = r_sub.add_parser("dispatch", help="drive provider-rendered report jobs to terminal states")
@@ -171,17 +178,40 @@ def run_request(args: argparse.Namespace) -> int:
     from docfence.reports import RequestSpec
 
     data = read_json_file("--data", args.data) if args.data else {}
+    watermark = None
+    if args.watermark:
+        try:
+            watermark = json.loads(args.watermark)
+        except ValueError as exc:
+            raise ConfigError(f"--watermark={args.watermark!r}: not a JSON object ({exc})") from None
+        if not isinstance(watermark, dict):
+            raise ConfigError(f"--watermark={args.watermark!r}: must be a JSON object of watermark fields")
     spec = RequestSpec(tenant=args.tenant, subject=args.subject, period=args.period, template=args.template,
                        data=data, variant=args.variant, document_class=args.document_class,
-                       processor=args.processor)
+                       processor=args.processor, watermark=watermark, supersede=args.supersede)
     rt = _runtime()
     try:
         detail, created = _requests(rt, args.providers).create(spec, actor="cli")
     finally:
         rt.close()
-    print(f"{detail.request.id}\t{'created' if created else 'existing'}\tjob {detail.jobs[-1].id}\t"
-          f"{detail.state}")
+    if args.json:
+        print(json.dumps({**_request_json(detail), "created": created}, sort_keys=True))
+        return 0
+    r = detail.request
+    how = ("created" if r.revision == 1 else f"created revision {r.revision}, superseding {r.supersedes}") \
+        if created else "existing"
+    print(f"{r.id}\t{how}\tjob {detail.jobs[-1].id}\t{detail.state}")
     return 0
+
+
+def _request_json(detail: Any) -> dict[str, Any]:
+    r = detail.request
+    return {"id": r.id, "tenant": r.tenant, "subject": r.subject, "period": r.period,
+            "template": f"{r.template_id}@{r.template_version}", "processor": r.processor, "region": r.region,
+            "revision": r.revision, "supersedes": r.supersedes, "superseded_by": r.superseded_by,
+            "watermark": r.watermark, "data_sha256": r.data_sha256, "state": detail.state,
+            "jobs": [{"id": j.id, "state": j.state.value, "attempt": j.attempt, "parent": j.parent_job_id,
+                      "error_code": j.last_error_code} for j in detail.jobs]}
 
 
 def run_show(args: argparse.Namespace) -> int:
@@ -190,9 +220,15 @@ def run_show(args: argparse.Namespace) -> int:
         detail = _requests(rt, None).get(args.request_id)
     finally:
         rt.close()
+    if args.json:
+        print(json.dumps(_request_json(detail), sort_keys=True))
+        return 0
     r = detail.request
     print(f"{r.id}\t{r.tenant}\t{r.subject}\t{r.period}\t{r.template_id}@{r.template_version}\t"
           f"{r.processor}\t{r.region}\t{detail.state}")
+    if r.supersedes or r.superseded_by:
+        print(f"  revision {r.revision}\tsupersedes {r.supersedes or '-'}\tsuperseded by "
+              f"{r.superseded_by or '- (current)'}")
     for job in detail.jobs:
         print(f"  job {job.id}\t{job.state.value}\tattempt {job.attempt}\tparent {job.parent_job_id or '-'}\t"
               f"{job.last_error_code or ''}")
@@ -209,6 +245,9 @@ def run_retry(args: argparse.Namespace) -> int:
         job = _requests(rt, None).retry(args.request_id, actor="cli")
     finally:
         rt.close()
+    if args.json:
+        print(json.dumps({"id": job.id, "parent": job.parent_job_id, "state": job.state.value}))
+        return 0
     print(f"job {job.id}\tparent {job.parent_job_id}\t{job.state.value}")
     return 0
 
