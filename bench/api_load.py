@@ -59,7 +59,7 @@ def server(data: Path) -> Iterator[tuple[str, str]]:
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        _wait_ready(base)
+        _wait_ready(base, proc)
         yield base, key
     finally:
         proc.terminate()
@@ -70,11 +70,17 @@ def server(data: Path) -> Iterator[tuple[str, str]]:
             proc.wait()
 
 
-def _wait_ready(base: str) -> None:
-    until = monotonic() + 20
+READY_HANG_GUARD_S = 300.0  # start-up on a loaded machine can take a while; this only stops a hang
+
+
+def _wait_ready(base: str, proc: subprocess.Popen[bytes]) -> None:
+    """Until /readyz answers 200. A server that exits fails at once; the deadline is a hang guard."""
+    until = monotonic() + READY_HANG_GUARD_S
     while monotonic() < until:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the API server exited during start-up (code {proc.returncode})")
         with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+            if httpx.get(f"{base}/readyz", timeout=10).status_code == 200:
                 return
         time.sleep(0.1)
     raise RuntimeError("the API server did not become ready")

@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from docfence.core.errors import ConfigError
-from docfence.core.policy import JobPolicy, Kind, Limits, Mode, WatermarkSpec
+from docfence.core.policy import (
+    VALIDATION_LEVELS,
+    JobPolicy,
+    Kind,
+    Limits,
+    Mode,
+    SanitizePolicy,
+    WatermarkSpec,
+)
 
 DEFAULT_DATABASE_URL = "sqlite:///docfence-data/docfence.db"
 DEFAULT_STORAGE_URL = "file:docfence-data/objects"
@@ -32,11 +40,22 @@ class DocumentClass:
     retention_s: float = 30 * 86400.0
     region: str = "local"
     watermark: WatermarkSpec = field(default_factory=WatermarkSpec)
+    sanitize: SanitizePolicy = field(default_factory=SanitizePolicy)  # default: strip (leaves the org)
+    validation: str = "standard"  # standard | exhaustive (see JobPolicy.validation)
+    limits: dict[str, Any] = field(default_factory=dict)  # per-class overrides of [limits], e.g. budgets
 
     def __post_init__(self) -> None:
         if not 0 < self.deadline_s <= self.max_deadline_s:
             raise ConfigError(f"deadline_s={self.deadline_s:g}: must be in (0, max_deadline_s="
                               f"{self.max_deadline_s:g}] for class {self.name}")
+        if self.validation not in VALIDATION_LEVELS:
+            raise ConfigError(f"validation={self.validation!r}: allowed: {', '.join(VALIDATION_LEVELS)}"
+                              f" for class {self.name}")
+        unknown = sorted(set(self.limits) - {f.name for f in fields(Limits)})
+        if unknown:
+            raise ConfigError(f"limits.{unknown[0]}: unknown limit for class {self.name} (allowed: "
+                              f"{', '.join(f.name for f in fields(Limits))})")
+        Limits(**self.limits)  # each override is checked at start-up, not at the first job
 
 
 @dataclass(frozen=True)
@@ -101,6 +120,8 @@ class Settings:
     signed_url_ttl_s: float = 300.0
     max_upload_bytes: int = 100 * 1024 * 1024
     reconcile_batch: int = 100
+    # the reconciler leaves an ended attempt's staged object alone this long (see ReconcileConfig)
+    staging_grace_s: float = 60.0
     report_processors: tuple[str, ...] = ()  # outside renderers report requests may name
     log_level: str = "INFO"
 
@@ -111,6 +132,8 @@ class Settings:
             raise ConfigError("DOCFENCE_STORAGE_URL must be file:///dir or s3://bucket/prefix")
         if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
             raise ConfigError("DOCFENCE_LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL")
+        if not 0 <= self.staging_grace_s <= 86400:
+            raise ConfigError("DOCFENCE_STAGING_GRACE_S must be in [0, 86400]")
         if self.default_class not in self.all_classes():
             raise ConfigError(f"default_class {self.default_class!r} is not a configured class")
 
@@ -140,7 +163,10 @@ class Settings:
         base = JobPolicy(
             kind=Kind.WATERMARK, document_class=cls.name, mode=Mode(mode_override or cls.mode),
             dpi=cls.dpi, watermark=cls.watermark, deadline_s=deadline, lease_ttl_s=self.worker.lease_ttl_s,
-            max_attempts=cls.max_attempts, region=cls.region, retention_s=cls.retention_s, limits=self.limits,
+            max_attempts=cls.max_attempts, region=cls.region, retention_s=cls.retention_s,
+            limits=replace(self.limits, **cls.limits) if cls.limits else self.limits,
+            sanitize=cls.sanitize,
+            validation=cls.validation,
         )
         return base.evolve(**overrides) if overrides else base
 
@@ -152,6 +178,7 @@ _ENV = {
     "DOCFENCE_DEFAULT_CLASS": ("default_class", str),
     "DOCFENCE_MAX_UPLOAD_BYTES": ("max_upload_bytes", int),
     "DOCFENCE_LOG_LEVEL": ("log_level", str),
+    "DOCFENCE_STAGING_GRACE_S": ("staging_grace_s", float),
 }
 _WORKER_ENV = {
     "DOCFENCE_LEASE_TTL_S": "lease_ttl_s",
@@ -355,4 +382,12 @@ def _doc_class(name: str, spec: Any) -> DocumentClass:
             spec["watermark"] = WatermarkSpec.from_mapping(wm)
         except ConfigError as exc:
             raise ConfigError(f"{label}.watermark: {exc.message}") from None
+    if "sanitize" in spec:
+        policy = spec["sanitize"]
+        if not isinstance(policy, dict):
+            raise _invalid(f"{label}.sanitize", policy, "must be a table of sanitiser settings")
+        try:
+            spec["sanitize"] = _section(SanitizePolicy, f"{label}.sanitize", policy)
+        except TypeError as exc:
+            raise ConfigError(f"{label}.sanitize: {exc}") from None
     return _section(DocumentClass, label, spec, name=name)  # type: ignore[no-any-return]

@@ -31,7 +31,8 @@ class Runtime:
 
     def reconciler(self) -> Reconciler:
         cfg = ReconcileConfig(batch=self.settings.reconcile_batch,
-                              interval_s=self.settings.worker.reconcile_interval_s)
+                              interval_s=self.settings.worker.reconcile_interval_s,
+                              staging_grace_s=self.settings.staging_grace_s)
         return Reconciler(self.store, self.regions, cfg)
 
     def close(self) -> None:

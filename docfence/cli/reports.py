@@ -4,6 +4,7 @@ dispatch`: thin commands over docfence.reports, against the store and storage na
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -304,9 +305,11 @@ def run_dispatch(args: argparse.Namespace) -> int:
     providers = load_provider_configs(args.providers)
     rt = _runtime()
     stop = _stop_on_signals()
+    stack = contextlib.ExitStack()
     try:
         config = DispatcherConfig(providers=providers, worker_id=f"dispatcher-{os.getpid()}")
         dispatcher = Dispatcher(config, rt.store, rt.regions)
+        stack.callback(dispatcher.close)
         while True:
             result = dispatcher.run_once()
             print(json.dumps(result.__dict__, sort_keys=True), flush=True)
@@ -315,4 +318,5 @@ def run_dispatch(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 0
     finally:
+        stack.close()
         rt.close()

@@ -1,5 +1,6 @@
-"""`docfence watermark INPUT... --out DIR`: watermark local files through the engines, each in a child
-process with a time limit; outputs are written atomically in DIR, inputs are never modified."""
+"""`docfence watermark INPUT... --out DIR`: watermark local files through the engines, each in its own
+render process of the sandbox (a pool as wide as the cores), progress on stderr; outputs are written
+atomically in DIR under names that never collide, inputs are never modified."""
 
 from __future__ import annotations
 
@@ -8,13 +9,14 @@ import json
 import os
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
 from docfence.core.clock import monotonic
 from docfence.core.errors import ConfigError
 from docfence.core.policy import POSITIONS, JobPolicy, Mode, WatermarkSpec
-from docfence.engines.isolated import run_isolated
+from docfence.sandbox import Sandbox, Task
 
 
 def register(subparsers: Any) -> None:
@@ -32,6 +34,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--password-file", type=Path, help="file whose first line is the PDF password")
     p.add_argument("--owner-password-policy", choices=["refuse", "keep"], default="refuse")
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+    p.add_argument("--jobs", type=int, default=0, help="files processed at once (default: the cores)")
     p.set_defaults(func=run)
 
 
@@ -42,20 +45,35 @@ def build_policy(args: argparse.Namespace) -> JobPolicy:
     )
 
 
-def write_atomic(folder: Path, name: str, data: bytes) -> Path:
-    """temp file in `folder` + fsync + rename: readers see the whole file or nothing."""
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        final = folder / name
-        os.replace(tmp, final)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(folder, os.O_RDONLY)
+def output_names(inputs: list[Path]) -> list[str]:
+    """One output name per input, never two alike: `NAME.watermarked.pdf`, or, when inputs from
+    different folders share a name, the folders that tell them apart (`a__report.watermarked.pdf`),
+    and a number as the last resort (the same file given twice)."""
+    def name(path: Path, depth: int) -> str:
+        parts = [*path.resolve().parent.parts[1:]][-depth:] if depth else []
+        return "__".join([*parts, path.stem]) + ".watermarked.pdf"
+
+    names = [name(p, 0) for p in inputs]
+    for depth in range(1, 64):
+        clashing = {n for n in names if names.count(n) > 1}
+        if not clashing:
+            break
+        names = [name(p, depth) if n in clashing else n for p, n in zip(inputs, names, strict=True)]
+    taken: set[str] = set()
+    for index, candidate in enumerate(names):
+        unique, number = candidate, 2
+        while unique in taken:
+            unique = candidate.replace(".watermarked.pdf", f"-{number}.watermarked.pdf")
+            number += 1
+        taken.add(unique)
+        names[index] = unique
+    return names
+
+
+def _publish(tmp: Path, final: Path) -> Path:
+    """The render process wrote and fsynced `tmp` in the output folder; rename it into place."""
+    os.replace(tmp, final)
+    dir_fd = os.open(final.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
@@ -63,26 +81,30 @@ def write_atomic(folder: Path, name: str, data: bytes) -> Path:
     return final
 
 
-def process_one(path: Path, out_dir: Path, policy: JobPolicy, password: str | None) -> dict[str, Any]:
+def process_one(sandbox: Sandbox, path: Path, out_dir: Path, name: str, policy: JobPolicy,
+                password: str | None) -> dict[str, Any]:
     started = monotonic()
     entry: dict[str, Any] = {"input": str(path)}
+    target = out_dir / name
     try:
-        data = path.read_bytes()
+        with path.open("rb"):
+            pass
     except OSError:
         return {**entry, "ok": False, "code": "input_unreadable", "message": "The input cannot be read."}
-    answer = run_isolated(data, policy, password)
-    entry["seconds"] = round(monotonic() - started, 3)
-    if not answer.ok:
-        return {**entry, "ok": False, "code": answer.code, "message": answer.message}
-    target = out_dir / f"{path.stem}.watermarked.pdf"
     if target.resolve() == path.resolve():
-        return {
-            **entry,
-            "ok": False,
-            "code": "output_would_overwrite_input",
-            "message": "Refusing to overwrite.",
-        }
-    final = write_atomic(out_dir, target.name, answer.output)
+        return {**entry, "ok": False, "code": "output_would_overwrite_input",
+                "message": "Refusing to overwrite."}
+    fd, tmp_name = tempfile.mkstemp(dir=out_dir, prefix=f".{name}.", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        answer = sandbox.run(Task("watermark", path, tmp, policy, password=password, fsync=True))
+        entry["seconds"] = round(monotonic() - started, 3)
+        if not answer.ok:
+            return {**entry, "ok": False, "code": answer.error_code, "message": answer.error_message}
+        final = _publish(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
     return {**entry, "ok": True, "output": str(final), "pages": answer.pages}
 
 
@@ -103,14 +125,11 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    results = []
-    total = len(args.inputs)
-    for number, path in enumerate(args.inputs, start=1):
-        print(f"[{number}/{total}] {path.name} ...", end="", file=sys.stderr, flush=True)
-        entry = process_one(path, args.out, policy, password)
-        status = f"ok, {entry['pages']} pages" if entry["ok"] else f"FAILED {entry['code']}"
-        print(f" {status} ({entry.get('seconds', 0)} s)", file=sys.stderr, flush=True)
-        results.append(entry)
+    inputs: list[Path] = list(args.inputs)
+    names = output_names(inputs)
+    _report_renames(inputs, names)
+    results = _run_pool(inputs, names, args.out, policy, password, args.jobs or os.cpu_count() or 1)
+    total = len(results)
     failed = [r for r in results if not r["ok"]]
     print(f"{total - len(failed)} succeeded, {len(failed)} failed", file=sys.stderr)
     for entry in failed:
@@ -120,3 +139,28 @@ def run(args: argparse.Namespace) -> int:
             json.dumps({"succeeded": total - len(failed), "failed": len(failed), "files": results}, indent=2)
         )
     return 1 if failed else 0
+
+
+def _report_renames(inputs: list[Path], names: list[str]) -> None:
+    for path, name in zip(inputs, names, strict=True):
+        if name != f"{path.stem}.watermarked.pdf":
+            print(f"note: {path} shares its name with another input; written as {name}", file=sys.stderr)
+
+
+def _run_pool(inputs: list[Path], names: list[str], out_dir: Path, policy: JobPolicy,
+              password: str | None, width: int) -> list[dict[str, Any]]:
+    """Results in input order; progress lines on stderr as files finish."""
+    total, done = len(inputs), 0
+    results: list[dict[str, Any]] = [{} for _ in inputs]
+    with Sandbox() as sandbox, ThreadPoolExecutor(max_workers=max(1, min(width, total))) as pool:
+        sandbox.start()  # from this thread, which outlives the pool (the zygote dies with its starter)
+        futures = {pool.submit(process_one, sandbox, path, out_dir, name, policy, password): index
+                   for index, (path, name) in enumerate(zip(inputs, names, strict=True))}
+        for future in as_completed(futures):
+            entry = future.result()
+            results[futures[future]] = entry
+            done += 1
+            status = f"ok, {entry['pages']} pages" if entry["ok"] else f"FAILED {entry['code']}"
+            print(f"[{done}/{total}] {Path(entry['input']).name}: {status} ({entry.get('seconds', 0)} s)",
+                  file=sys.stderr, flush=True)
+    return results

@@ -19,9 +19,14 @@
     │   ├── NotAPdf, MalformedPdf, NoPages, PageTreeInvalid, CorruptContent
     │   ├── PasswordRequired, InvalidPassword, EncryptionForbidsModification
     │   ├── OverLimits, UnsupportedFeature
+    │   ├── ActiveContentRefused       the class refuses active content (JavaScript, launch, XFA, ...)
+    │   ├── FormTreeInvalid            the form field tree loops or shares a field between parents
+    │   ├── ResourceCycle              a form, pattern or Type3 font draws itself
     │   ├── ValidationFailed           the output broke its fidelity contract
     │   ├── TemplateError, TemplateDataInvalid
-    │   └── RenderResourceExceeded     time, memory or output size limit of the render child
+    │   ├── RenderResourceExceeded     time, memory or output size limit of the render child
+    │   ├── RenderCrashed              the render process died without an answer (retryable)
+    │   └── EngineError                an unexpected exception inside an engine (a bug, not a limit)
     ├── ProviderError                  outside renderers (see providers/)
     ├── RequestError                   the service boundary: a caller's request is refused
     │   ├── InvalidRequest, Unauthorized, Forbidden, UploadTooLarge
@@ -209,6 +214,24 @@ class UnsupportedFeature(DocumentError):
     code = "unsupported_feature"
 
 
+class ActiveContentRefused(DocumentError):
+    """The document holds active content (scripts, actions, embedded files) its class refuses."""
+
+    code = "active_content_refused"
+
+
+class FormTreeInvalid(DocumentError):
+    """The PDF's form field tree loops or shares a field between parents, so readers may never finish it."""
+
+    code = "form_tree_invalid"
+
+
+class ResourceCycle(DocumentError):
+    """A form, pattern or Type3 font in the PDF draws itself, so rendering it would never end."""
+
+    code = "resource_cycle"
+
+
 class ValidationFailed(DocumentError):
     """The output failed its fidelity validation and was not published."""
 
@@ -231,6 +254,19 @@ class RenderResourceExceeded(DocumentError):
     """Rendering exceeded its time, memory or output-size limit."""
 
     code = "render_resource_exceeded"
+
+
+class RenderCrashed(DocumentError):
+    """The render process died without an answer."""
+
+    code = "render_crashed"
+    retryable = True  # a signal or a crash of this process, not necessarily of this document
+
+
+class EngineError(DocumentError):
+    """The engine failed unexpectedly on this document."""
+
+    code = "engine_error"  # same bytes, same policy, same failure: retrying would not help
 
 
 class ProviderError(DocfenceError):

@@ -25,6 +25,7 @@ class Kind(enum.StrEnum):
     REPORT = "report"
 
 
+VALIDATION_LEVELS = ("standard", "exhaustive")
 POSITIONS = ("diagonal", "center", "header", "footer", "tiled")
 _PAGES_RE = re.compile(r"^(all|first|last|odd|even|\d+(-\d+)?(,\d+(-\d+)?)*)$")
 
@@ -120,13 +121,59 @@ class Limits:
     max_objects: int = 500_000
     max_stream_bytes: int = 256 * 1024 * 1024  # decompressed size of any one stream
     max_output_bytes: int = 512 * 1024 * 1024
-    render_timeout_s: float = 120.0
+    render_timeout_s: float = 120.0  # the cap of the wall-clock budget below, whatever the input
     render_memory_mb: int = 1024
+    # Wall-clock budget of one render/validation = base + per page + per MB of input, capped by
+    # render_timeout_s: a 3 KB one-page file is answered in seconds, a 2,000-page file gets its minutes.
+    render_base_s: float = 10.0
+    render_per_page_s: float = 0.05
+    render_per_mb_s: float = 1.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
             if getattr(self, f.name) <= 0:
                 raise ConfigError(f"limit {f.name} must be positive")
+
+    def render_budget_s(self, *, input_bytes: int, pages: int | None = None) -> float:
+        """Seconds this input may take to render and validate. Before its page count is known (the
+        render process reports it after preflight) only the base and the size count."""
+        budget = self.render_base_s + self.render_per_mb_s * input_bytes / (1024 * 1024)
+        budget += self.render_per_page_s * (pages or 0)
+        return min(self.render_timeout_s, budget)
+
+
+SANITIZE_CHOICES = ("keep", "strip", "refuse")
+
+
+@dataclass(frozen=True)
+class SanitizePolicy:
+    """What the sanitiser does with a document before it leaves the organisation (engines/sanitize.py).
+
+    active_content: JavaScript (open action, names tree, document/page/field additional actions),
+      Launch, URI (outside link annotations), SubmitForm, ImportData and similar actions, embedded
+      files, XFA, RichMedia: keep | strip | refuse.
+    hidden_data: Info and XMP metadata, embedded files, thumbnails, private page data (/PieceInfo),
+      private catalog keys and objects no page, annotation or outline reaches: keep | strip.
+    link_uris: URI actions of visible link annotations: keep (the default: a visible link stays a link)
+      | strip (the link rectangle stays, it no longer opens anything).
+    Default: strip everything hidden or active, keep visible links (documents leave the organisation)."""
+
+    active_content: str = "strip"
+    hidden_data: str = "strip"
+    link_uris: str = "keep"
+
+    def __post_init__(self) -> None:
+        if self.active_content not in SANITIZE_CHOICES:
+            raise ConfigError("sanitize.active_content must be keep, strip or refuse")
+        if self.hidden_data not in ("keep", "strip"):
+            raise ConfigError("sanitize.hidden_data must be keep or strip")
+        if self.link_uris not in ("keep", "strip"):
+            raise ConfigError("sanitize.link_uris must be keep or strip")
+
+    @classmethod
+    def keep_all(cls) -> SanitizePolicy:
+        """For documents that stay inside the organisation."""
+        return cls(active_content="keep", hidden_data="keep", link_uris="keep")
 
 
 @dataclass(frozen=True)
@@ -139,6 +186,9 @@ class JobPolicy:
     dpi: int = 150
     watermark: WatermarkSpec | None = field(default_factory=WatermarkSpec)
     raster_encoding: str = "auto"  # auto | jpeg | png | gray
+    # standard: prove by structure, render where only pixels prove; exhaustive: also render and
+    # text-extract every page of input and output (slower, same verdicts plus pixel evidence everywhere)
+    validation: str = "standard"  # standard | exhaustive
     owner_password_policy: str = "refuse"  # refuse | keep (owner-password-only files)
     deadline_s: float = 600.0
     lease_ttl_s: float = 30.0
@@ -148,6 +198,7 @@ class JobPolicy:
     retention_s: float = 30 * 86400.0
     limits: Limits = field(default_factory=Limits)
     report: dict[str, Any] | None = None  # report jobs: template id@version and data reference
+    sanitize: SanitizePolicy = field(default_factory=SanitizePolicy)
 
     def __post_init__(self) -> None:
         if not 36 <= self.dpi <= 600:
@@ -160,6 +211,8 @@ class JobPolicy:
             raise ConfigError("retry backoff must be >= 0 and retention positive")
         if self.raster_encoding not in ("auto", "jpeg", "png", "gray"):
             raise ConfigError("raster_encoding must be auto, jpeg, png or gray")
+        if self.validation not in VALIDATION_LEVELS:
+            raise ConfigError("validation must be standard or exhaustive")
         if self.owner_password_policy not in ("refuse", "keep"):
             raise ConfigError("owner_password_policy must be refuse or keep")
         if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,31}", self.region):
@@ -191,6 +244,8 @@ class JobPolicy:
             d["watermark"] = WatermarkSpec(**wm)
         if isinstance(d.get("limits"), dict):
             d["limits"] = Limits(**d["limits"])
+        if isinstance(d.get("sanitize"), dict):
+            d["sanitize"] = SanitizePolicy(**d["sanitize"])
         try:
             return cls(**d)
         except (TypeError, ValueError) as exc:

@@ -7,6 +7,7 @@ child process (no global state besides font caches).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,23 +23,47 @@ class ProcessResult:
     mode: str
 
 
-def process(data: bytes, policy: JobPolicy, *, password: str | None = None) -> ProcessResult:
-    """Watermark `data` per `policy`; raises DocumentError subclasses (ValidationFailed with `.report`)."""
+def process(data: bytes, policy: JobPolicy, *, password: str | None = None,
+            on_pages: Callable[[int], None] | None = None) -> ProcessResult:
+    """Watermark `data` per `policy`; raises DocumentError subclasses (ValidationFailed with `.report`).
+    `on_pages` hears the page count once preflight knows it (the sandbox sizes its time budget by it)."""
     from docfence.engines.preflight import preflight
     from docfence.engines.raster import watermark_raster
+    from docfence.engines.repair import readers_agree
+    from docfence.engines.sanitize import sanitize
     from docfence.engines.validate import require_valid, validate
-    from docfence.engines.vector import watermark_vector
+    from docfence.engines.vector import save, watermark_vector
 
     if policy.watermark is None:
         raise ConfigError("a watermark job needs a watermark spec")
     opened = preflight(data, policy, password)
+    if on_pages is not None:
+        on_pages(len(opened.pages))
+    sanitised = sanitize(opened.pdf, opened.pages, policy.sanitize)
+    source = data
+    if sanitised.annotations_changed or opened.repaired:
+        # the validator compares the output with its source: give it (and the raster renderer) the
+        # repaired and sanitised input, so what was changed on purpose is not reported as a loss
+        source = save(opened.pdf, opened.encrypted)
+        if opened.repaired:
+            readers_agree(source, len(opened.pages), password)
+        notes = opened.notes
+        opened = preflight(source, policy, password)
+        opened.notes = [*notes, *(n for n in opened.notes if n not in notes)]
     mode = Mode(policy.mode).value
-    output = watermark_vector(opened, policy) if mode == "vector" else watermark_raster(data, opened, policy)
+    if mode == "vector":
+        output = watermark_vector(opened, policy)
+    else:
+        output = watermark_raster(source, opened, policy)
     if len(output) > policy.limits.max_output_bytes:
         raise OverLimits("The output is larger than the configured output limit.")
-    report = validate(data, output, policy.watermark, mode=mode, password=password, dpi=policy.dpi)
+    report = validate(
+        source, output, policy.watermark, mode=mode, password=password, dpi=policy.dpi,
+        sanitize=policy.sanitize, level=policy.validation,
+    )
     report["encrypted"] = opened.encrypted
-    report["notes"] = [*opened.notes, *report["notes"]]
+    report["sanitize"] = sanitised.report()
+    report["notes"] = [*opened.notes, *sanitised.notes(), *report["notes"]]
     require_valid(report)
     return ProcessResult(output=output, pages=len(opened.pages), validation=report, mode=mode)
 

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import io
 import re
-import zlib
 from dataclasses import dataclass, field
 
 import pikepdf
 
 from docfence.core.errors import (
     CorruptContent,
+    DocumentError,
     EncryptionForbidsModification,
+    FormTreeInvalid,
     InvalidPassword,
     MalformedPdf,
     NoPages,
@@ -23,12 +24,14 @@ from docfence.core.errors import (
     OverLimits,
     PageTreeInvalid,
     PasswordRequired,
+    ResourceCycle,
     UnsupportedFeature,
 )
 from docfence.core.policy import JobPolicy, Limits
+from docfence.engines import decode
 from docfence.engines.geometry import PageGeometry, page_geometry
+from docfence.engines.repair import repair_boxes, structure_notes
 
-_MAX_ZLIB_RATIO = 1032  # deflate cannot expand more than this; smaller streams cannot exceed a limit
 _MAX_TREE_DEPTH = 64
 _MAX_TRAILING_BYTES = 1024
 
@@ -43,6 +46,7 @@ class OpenedPdf:
     encrypted: bool
     password: str
     notes: list[str] = field(default_factory=list)
+    repaired: bool = False  # repairs were made: process the re-serialised file, once readers agree on it
 
 
 def open_pdf(data: bytes, password: str | None = None) -> pikepdf.Pdf:
@@ -58,7 +62,22 @@ def open_pdf(data: bytes, password: str | None = None) -> pikepdf.Pdf:
 
 
 def preflight(data: bytes, policy: JobPolicy, password: str | None = None) -> OpenedPdf:
-    """Open and classify `data`; raise the most specific DocumentError when it cannot be processed."""
+    """Open and classify `data`; raise the most specific DocumentError when it cannot be processed.
+
+    Every failure is a coded DocumentError: a library error on a hostile structure is malformed_pdf,
+    running out of memory or stack is over_limits, never a crash of the caller."""
+    try:
+        return _preflight(data, policy, password)
+    except DocumentError:
+        raise
+    except (MemoryError, RecursionError) as exc:
+        raise OverLimits("The PDF's structure needs more memory or nesting than the limits allow.") from exc
+    except (pikepdf.PdfError, ValueError, TypeError, KeyError, IndexError, AttributeError,
+            OverflowError, NotImplementedError) as exc:
+        raise MalformedPdf("The PDF is damaged beyond safe repair (its structure cannot be read).") from exc
+
+
+def _preflight(data: bytes, policy: JobPolicy, password: str | None) -> OpenedPdf:
     limits = policy.limits
     check_bytes(data, limits)
     pdf = open_pdf(data, password)
@@ -67,17 +86,25 @@ def preflight(data: bytes, policy: JobPolicy, password: str | None = None) -> Op
         check_encryption(policy, password)
     if len(pdf.objects) > limits.max_objects:
         raise OverLimits("The PDF has more objects than the configured limit.")
-    if "/XFA" in pdf.Root.get("/AcroForm", pikepdf.Dictionary()):
+    if "/XFA" in pdf.Root.get("/AcroForm", pikepdf.Dictionary()) and policy.sanitize.active_content == "keep":
+        # kept XFA would win over the watermarked pages in XFA readers; strip or refuse are handled by
+        # the sanitiser
         raise UnsupportedFeature("The PDF uses an XFA form, which cannot be watermarked faithfully.")
+    repairs = structure_notes(data, pdf)  # before qpdf's own page-tree fix-ups add warnings
     pages = collect_pages(pdf, limits.max_pages)
+    repairs += repair_boxes(pages)  # before qpdf's page list silently sets missing boxes to Letter
+    if len(pages) != len(pdf.pages):
+        raise PageTreeInvalid()
     geometry = [page_geometry(page) for page in pages]
     for geo in geometry:
         if geo.media_area() > limits.max_page_area_pt2:
             raise OverLimits("A page is larger than the configured maximum page area.")
     check_streams(pdf, limits)
+    check_form_tree(pdf, limits)
+    check_drawing_graph(pages)
     for page in pages:
         check_page_content(page, limits)
-    opened = OpenedPdf(pdf, pages, geometry, encrypted, password or "")
+    opened = OpenedPdf(pdf, pages, geometry, encrypted, password or "", repairs, bool(repairs))
     if pdf.is_linearized:
         opened.notes.append("the input's linearization is not kept (the output is not linearized)")
     if encrypted:
@@ -109,7 +136,8 @@ def check_encryption(policy: JobPolicy, password: str | None) -> None:
 
 
 def collect_pages(pdf: pikepdf.Pdf, max_pages: int) -> list[pikepdf.Dictionary]:
-    """Walk the page tree ourselves: loops and non-tree nodes are refused, the page limit fails fast."""
+    """Walk the page tree ourselves: loops and non-tree nodes are refused, the page limit fails fast.
+    The caller compares the count with qpdf's page list after repairing boxes."""
     root = pdf.Root.get("/Pages")
     if not isinstance(root, pikepdf.Dictionary) or "/Kids" not in root:
         raise NoPages()
@@ -135,37 +163,45 @@ def collect_pages(pdf: pikepdf.Pdf, max_pages: int) -> list[pikepdf.Dictionary]:
             raise OverLimits("The PDF has more pages than the configured limit.")
     if not pages:
         raise NoPages()
-    if len(pages) != len(pdf.pages):
-        raise PageTreeInvalid()
     return pages
 
 
 def check_streams(pdf: pikepdf.Pdf, limits: Limits) -> None:
-    """PDF bombs fail fast: images by declared size, big or chained-filter streams by bounded inflate."""
-    small = limits.max_stream_bytes // _MAX_ZLIB_RATIO
+    """PDF bombs fail fast: images by declared size, every other stream whose filter chain could expand
+    past the limit by bounded, streamed decoding of the whole chain (any order of Flate, LZW, RunLength,
+    ASCIIHex, ASCII85); a declared /DL over the limit is refused without decoding. Every object is
+    checked, reachable from a page or not."""
     for obj in pdf.objects:
         if not isinstance(obj, pikepdf.Stream):
             continue
         if obj.get("/Subtype") == pikepdf.Name.Image:
-            width, height = int(obj.get("/Width", 0)), int(obj.get("/Height", 0))
-            bpc = obj.get("/BitsPerComponent", 8)
-            bits = (
-                int(bpc)
-                if isinstance(bpc, int | pikepdf.Object) and not isinstance(bpc, pikepdf.Array)
-                else 8
-            )
-            if width * height * bits * 4 // 8 > limits.max_stream_bytes:
-                raise OverLimits("An image is larger than the configured decompressed size limit.")
-        filters = stream_filters(obj)
+            check_image_size(obj, limits)
+        filters = decode.canonical(stream_filters(obj))
         if not filters:
             continue
-        raw_len = int(obj.get("/Length", 0))
-        if len(filters) == 1 and filters[0] != "/LZWDecode" and raw_len < small:
-            continue
-        if "/DL" in obj and int(obj.DL) > limits.max_stream_bytes:
+        if _int(obj.get("/DL", 0)) > limits.max_stream_bytes:
             raise OverLimits("A stream is larger than the configured decompressed size limit.")
-        if all(f == "/FlateDecode" for f in filters):
-            bounded_inflate(obj.read_raw_bytes(), len(filters), limits.max_stream_bytes)
+        raw = obj.read_raw_bytes()
+        if decode.worst_case_size(len(raw), filters) <= limits.max_stream_bytes:
+            continue
+        try:
+            decode.decoded_size(raw, filters, limits.max_stream_bytes)
+        except decode.DecodeError:
+            continue  # undecodable unused streams are tolerated; page content is checked separately
+
+
+def _int(value: object) -> int:
+    try:
+        return int(value)  # type: ignore[call-overload,no-any-return]
+    except (TypeError, ValueError):
+        return 0
+
+
+def check_image_size(obj: pikepdf.Stream, limits: Limits) -> None:
+    width, height = _int(obj.get("/Width", 0)), _int(obj.get("/Height", 0))
+    bits = _int(obj.get("/BitsPerComponent", 8)) or 8
+    if width * height * bits * 4 // 8 > limits.max_stream_bytes:
+        raise OverLimits("An image is larger than the configured decompressed size limit.")
 
 
 def stream_filters(obj: pikepdf.Stream) -> list[str]:
@@ -177,19 +213,102 @@ def stream_filters(obj: pikepdf.Stream) -> list[str]:
     return [str(raw)]
 
 
-def bounded_inflate(raw: bytes, times: int, limit: int) -> bytes:
-    """Inflate `times` chained Flate layers without ever holding more than `limit` + 1 bytes."""
-    data = raw
-    for _ in range(times):
-        inflater = zlib.decompressobj()
-        try:
-            out = inflater.decompress(data, limit + 1)
-        except zlib.error:
-            return b""  # undecodable unused streams are tolerated; page content is checked separately
-        if len(out) > limit:
-            raise OverLimits("A stream is larger than the configured decompressed size limit.")
-        data = out
-    return data
+def bounded_inflate(raw: bytes, times: int, limit: int) -> int:
+    """Size of `times` chained Flate layers, raising OverLimits past `limit` (kept for callers/tests)."""
+    try:
+        return decode.decoded_size(raw, ["/FlateDecode"] * times, limit)
+    except decode.DecodeError:
+        return 0
+
+
+def check_form_tree(pdf: pikepdf.Pdf, limits: Limits) -> None:
+    """The AcroForm field tree must be a tree: pdfium loops forever loading a page whose form shares one
+    field between two parents (or whose fields loop), so both are refused before any renderer sees them."""
+    form = pdf.Root.get("/AcroForm")
+    fields = form.get("/Fields") if isinstance(form, pikepdf.Dictionary) else None
+    if not isinstance(fields, pikepdf.Array):
+        return
+    seen: set[tuple[int, int]] = set()
+    stack: list[tuple[pikepdf.Object, int]] = [(f, 0) for f in fields]
+    while stack:
+        node, depth = stack.pop()
+        if not isinstance(node, pikepdf.Dictionary):
+            continue
+        if depth > _MAX_TREE_DEPTH:
+            raise FormTreeInvalid("The PDF's form field tree is nested too deeply to read safely.")
+        if node.is_indirect:
+            if node.objgen in seen:
+                raise FormTreeInvalid()
+            seen.add(node.objgen)
+            if len(seen) > limits.max_objects:
+                raise OverLimits("The PDF has more form fields than the configured object limit.")
+        kids = node.get("/Kids")
+        if isinstance(kids, pikepdf.Array):
+            stack.extend((kid, depth + 1) for kid in kids)
+
+
+_DRAWN = ("/XObject", "/Pattern", "/Font")
+
+
+def _drawn_by(node: pikepdf.Object) -> list[pikepdf.Object]:
+    """Forms, tiling patterns, Type3 fonts and soft-mask groups that `node`'s resources draw."""
+    res = node.get("/Resources") if isinstance(node, pikepdf.Dictionary | pikepdf.Stream) else None
+    if not isinstance(res, pikepdf.Dictionary):
+        return []
+    out: list[pikepdf.Object] = []
+    for category in _DRAWN:
+        table = res.get(category)
+        if isinstance(table, pikepdf.Dictionary):
+            out += [v for v in table.values() if isinstance(v, pikepdf.Dictionary | pikepdf.Stream)
+                    and "/Resources" in v]
+    states = res.get("/ExtGState")
+    if isinstance(states, pikepdf.Dictionary):
+        for gs in states.values():
+            mask = gs.get("/SMask") if isinstance(gs, pikepdf.Dictionary) else None
+            if isinstance(mask, pikepdf.Dictionary) and isinstance(mask.get("/G"), pikepdf.Stream):
+                out.append(mask.G)
+    return out
+
+
+def _appearances(page: pikepdf.Dictionary) -> list[pikepdf.Object]:
+    annots = page.get("/Annots")
+    out: list[pikepdf.Object] = []
+    for annot in annots if isinstance(annots, pikepdf.Array) else []:
+        ap = annot.get("/AP") if isinstance(annot, pikepdf.Dictionary) else None
+        normal = ap.get("/N") if isinstance(ap, pikepdf.Dictionary) else None
+        if isinstance(normal, pikepdf.Stream):
+            out.append(normal)
+        elif isinstance(normal, pikepdf.Dictionary):
+            out += [v for v in normal.values() if isinstance(v, pikepdf.Stream)]
+    return out
+
+
+def check_drawing_graph(pages: list[pikepdf.Dictionary]) -> None:
+    """No form, pattern, Type3 font or soft mask may draw itself (directly or through others), and drawing
+    may nest at most _MAX_TREE_DEPTH levels. Depth-first with the current path and a finished set, so
+    shared objects are walked once and the work is bounded by the size of the file."""
+    finished: set[tuple[int, int]] = set()
+    on_path: set[tuple[int, int]] = set()
+    for page in pages:
+        stack: list[tuple[pikepdf.Object, int, bool]] = [(s, 0, False) for s in [page, *_appearances(page)]]
+        while stack:
+            node, depth, leaving = stack.pop()
+            key = node.objgen if node.is_indirect else None
+            if leaving:
+                if key is not None:
+                    on_path.discard(key)
+                    finished.add(key)
+                continue
+            if key is not None and key in finished:
+                continue
+            if key is not None and key in on_path:
+                raise ResourceCycle()
+            if depth > _MAX_TREE_DEPTH:
+                raise OverLimits("The PDF nests forms, patterns or fonts deeper than the limit.")
+            if key is not None:
+                on_path.add(key)
+            stack.append((node, depth, True))
+            stack.extend((child, depth + 1, False) for child in _drawn_by(node))
 
 
 def check_page_content(page: pikepdf.Dictionary, limits: Limits) -> None:

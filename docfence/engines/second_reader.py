@@ -28,6 +28,17 @@ def _spawn(args: list[str], stdin: bytes | None) -> subprocess.Popen[bytes]:
     )
 
 
+def _send(proc: subprocess.Popen[bytes], stdin: bytes) -> None:
+    """Write all of stdin and close it, so the reader runs while the caller works."""
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(stdin)
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass
+    proc.stdin = None
+
+
 def _finish(proc: subprocess.Popen[bytes], stdin: bytes | None) -> tuple[int, str]:
     try:
         out, _ = proc.communicate(stdin, timeout=_TIMEOUT_S)
@@ -65,28 +76,49 @@ def poppler_failures(text: str, expected: list[PageGeometry]) -> list[str]:
     return failures
 
 
+class SecondReader:
+    """qpdf --check and poppler's pdfinfo started on a temporary copy of the output, running while the
+    caller does its own checks; `finish` collects both. qpdf must pass; poppler must see every page with
+    the expected geometry (unencrypted only: passwords are never put on a command line)."""
+
+    def __init__(self, data: bytes, password: str | None, pages: int) -> None:
+        fd, self.path = tempfile.mkstemp(suffix=".pdf", prefix="docfence-check-")
+        self.password = password
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            self.pw_stdin = (password or "").encode("utf-8") + b"\n"
+            self.qpdf = _spawn(["qpdf", "--password-file=-", "--check", self.path], self.pw_stdin)
+            _send(self.qpdf, self.pw_stdin)  # qpdf starts now, not when finish() is called
+            poppler_args = ["pdfinfo", "-box", "-f", "1", "-l", str(pages), self.path]
+            self.poppler = None if password else _spawn(poppler_args, None)
+        except BaseException:
+            os.unlink(self.path)
+            raise
+
+    def finish(self, expected: list[PageGeometry]) -> dict[str, Any]:
+        failures: list[str] = []
+        try:
+            code, _ = _finish(self.qpdf, None)
+            if code != 0:
+                failures.append(f"qpdf --check failed (exit {code})")
+            if self.poppler is not None:
+                p_code, text = _finish(self.poppler, None)
+                failures += (
+                    poppler_failures(text, expected) if p_code == 0 else [f"pdfinfo failed (exit {p_code})"]
+                )
+        finally:
+            os.unlink(self.path)
+        readers = ["qpdf"] if self.password else ["qpdf", "poppler"]
+        return {
+            "name": "second_reader",
+            "ok": not failures,
+            "failures": failures[:10],
+            "readers": readers,
+            "pages": f"1-{len(expected)}" if expected else "",
+        }
+
+
 def second_reader_check(data: bytes, password: str | None, expected: list[PageGeometry]) -> dict[str, Any]:
-    """qpdf --check must pass; poppler must see every page with the expected geometry (unencrypted only:
-    passwords are never put on a command line)."""
-    failures: list[str] = []
-    fd, path = tempfile.mkstemp(suffix=".pdf", prefix="docfence-check-")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        pw_stdin = (password or "").encode("utf-8") + b"\n"
-        qpdf = _spawn(["qpdf", "--password-file=-", "--check", path], pw_stdin)
-        poppler = (
-            None if password else _spawn(["pdfinfo", "-box", "-f", "1", "-l", str(len(expected)), path], None)
-        )
-        code, _ = _finish(qpdf, pw_stdin)
-        if code != 0:
-            failures.append(f"qpdf --check failed (exit {code})")
-        if poppler is not None:
-            p_code, text = _finish(poppler, None)
-            failures += (
-                poppler_failures(text, expected) if p_code == 0 else [f"pdfinfo failed (exit {p_code})"]
-            )
-    finally:
-        os.unlink(path)
-    readers = ["qpdf"] if password else ["qpdf", "poppler"]
-    return {"name": "second_reader", "ok": not failures, "failures": failures[:10], "readers": readers}
+    """Both readers on `data`, waited for at once (see SecondReader)."""
+    return SecondReader(data, password, len(expected)).finish(expected)

@@ -1,7 +1,13 @@
-"""Fidelity validation of an engine output against its input: a JSON-serialisable report of named checks.
+"""Fidelity validation of an engine output against its input: a JSON-serialisable report of named checks,
+each saying how it ran ("method") and on which pages ("pages", 1-based ranges).
 
-Vector: page count, boxes and rotation, text, links/annotations, fonts, watermark (structure and pixels),
-second reader (qpdf and poppler). Raster: page count, visible size, watermark pixels, second reader.
+Vector, standard: page count; structure proves, on every page, boxes and page entries kept, the original
+content streams kept byte-for-byte inside q/Q, resources unchanged but for the fresh-named mark (so the
+text is provably the same without extracting it), links and annotations kept, the mark the expected
+Artifact on exactly the selected pages (see page_checks); pixels prove the mark visible where structure
+cannot (content that may cover it) plus a sample; a second reader (qpdf and poppler) opens the output.
+Vector, exhaustive: all of that plus render and text-extract every page of both files.
+Raster: page count, visible size, watermark pixels on every page, second reader.
 """
 
 from __future__ import annotations
@@ -14,20 +20,41 @@ import pypdfium2 as pdfium
 from PIL import Image, ImageChops, ImageFilter, ImageOps, ImageStat
 
 from docfence.core.errors import ValidationFailed
-from docfence.core.policy import WatermarkSpec
+from docfence.core.policy import SanitizePolicy, WatermarkSpec
+from docfence.engines import page_checks
 from docfence.engines import page_facts as facts
 from docfence.engines.geometry import PageGeometry, page_geometry
-from docfence.engines.second_reader import second_reader_check
+from docfence.engines.parallel import map_ranges, split, usable_cores
+from docfence.engines.sanitize_residue import residue_check
+from docfence.engines.second_reader import SecondReader
 from docfence.engines.wm_layer import coverage_mask
 
 Check = dict[str, Any]
 _RENDER_PX = 110.0  # longest side of the low-resolution comparison render
 _MAX_DETAILS = 10
 _RASTER_NOISE = 8.0  # mean difference a re-rasterised page may show from resampling alone
+_PARALLEL_FROM_PAGES = 200  # below this, forking costs more than it saves
+_SAMPLE_PAGES = 6  # standard mode: pages rendered as a cross-check of the structural proof
 
 
 def check(name: str, failures: list[str], **details: Any) -> Check:
     return {"name": name, "ok": not failures, "failures": failures[:_MAX_DETAILS], **details}
+
+
+def page_ranges(indices: list[int] | range) -> str:
+    """0-based page indices as 1-based ranges: [0, 1, 2, 6] -> "1-3,7"."""
+    parts: list[str] = []
+    run: list[int] = []
+    for i in sorted(set(indices)):
+        if run and i == run[-1] + 1:
+            run.append(i)
+            continue
+        if run:
+            parts.append(f"{run[0] + 1}-{run[-1] + 1}" if len(run) > 1 else f"{run[0] + 1}")
+        run = [i]
+    if run:
+        parts.append(f"{run[0] + 1}-{run[-1] + 1}" if len(run) > 1 else f"{run[0] + 1}")
+    return ",".join(parts)
 
 
 def _open(data: bytes, password: str) -> pikepdf.Pdf:
@@ -42,69 +69,146 @@ def validate(
     mode: str,
     password: str | None = None,
     dpi: int = 150,
+    level: str = "standard",
+    sanitize: SanitizePolicy | None = None,
 ) -> dict[str, Any]:
-    """Compare `output` with `source`; returns {"ok", "mode", "pages", "checks", "notes"}."""
+    """Compare `output` with `source`; returns {"ok", "mode", "level", "pages", "checks", "notes"}.
+
+    `level` is the class's validation level: "standard" or "exhaustive" (see the module docstring)."""
     pw = password or ""
     src = _open(source, pw)
     try:
         out = _open(output, pw)
     except pikepdf.PdfError:
         failed = check("output_opens", ["the output cannot be opened"])
-        return {"ok": False, "mode": mode, "pages": 0, "checks": [failed], "notes": []}
+        return {"ok": False, "mode": mode, "level": level, "pages": 0, "checks": [failed], "notes": []}
     src_pages, out_pages = [p.obj for p in src.pages], [p.obj for p in out.pages]
-    checks: list[Check] = [
-        check(
-            "page_count",
-            [] if len(src_pages) == len(out_pages) else ["page count differs"],
-            input=len(src_pages),
-            output=len(out_pages),
-        ),
-    ]
-    notes: list[str] = []
-    if checks[0]["ok"]:
-        selected = [spec.page_selected(i, len(src_pages)) for i in range(len(src_pages))]
-        if mode == "vector":
-            checks += vector_structure_checks(src_pages, out_pages, selected)
-        else:
-            checks.append(facts.visible_size_check(src_pages, out_pages))
-            notes.append("raster mode: text, links, annotations and form fields are intentionally not kept")
-        geos = [page_geometry(p) for p in src_pages]
-        raster_dpi = dpi if mode == "raster" else None
-        checks += pixel_checks(source, output, pw, selected, mode, spec, geos, raster_dpi)
-        checks.append(second_reader_check(output, password, [page_geometry(p) for p in out_pages]))
+    reader = SecondReader(output, password, len(out_pages))
+    try:
+        checks, notes = _checks(source, output, pw, spec, src_pages, out_pages, mode, dpi, level)
+    finally:
+        second = reader.finish([page_geometry(p) for p in out_pages])
+    checks.insert(0, _opens_cleanly(out))
+    checks.append(second if checks[1]["ok"] else check("second_reader", [], skipped="page count differs"))
+    if sanitize is not None:
+        checks.append(residue_check(out, sanitize))  # nothing of a stripped kind left (engines/sanitize*)
     return {
         "ok": all(c["ok"] for c in checks),
         "mode": mode,
+        "level": level,
         "pages": len(out_pages),
         "checks": checks,
         "notes": notes,
     }
 
 
-def vector_structure_checks(
-    src_pages: list[pikepdf.Dictionary], out_pages: list[pikepdf.Dictionary], selected: list[bool]
-) -> list[Check]:
-    geometry, annots, fonts, marks = [], [], [], []
-    src_index, out_index = facts.page_index(src_pages), facts.page_index(out_pages)
-    link_count = 0
-    for i, (a, b) in enumerate(zip(src_pages, out_pages, strict=True)):
-        n = i + 1
-        if facts.page_boxes(a) != facts.page_boxes(b):
-            geometry.append(f"page {n}: page boxes or rotation changed")
-        src_annots = facts.annotation_facts(a, src_index)
-        link_count += len(src_annots)
-        if src_annots != facts.annotation_facts(b, out_index):
-            annots.append(f"page {n}: annotations or links changed")
-        if facts.font_facts(a) != facts.font_facts(b):
-            fonts.append(f"page {n}: fonts changed")
-        if facts.has_watermark(b) != selected[i]:
-            marks.append(f"page {n}: watermark {'missing' if selected[i] else 'unexpected'} (structure)")
-    return [
-        check("page_geometry", geometry),
-        check("annotations_and_links", annots, count=link_count),
-        check("fonts", fonts),
-        check("watermark_structure", marks, pages_marked=sum(selected)),
+def _opens_cleanly(out: pikepdf.Pdf) -> Check:
+    """Our writer's output must read without repair: a reader that had to rebuild the cross-reference
+    table (a truncated or damaged file) is a failure even when every page was recovered."""
+    warnings = out.get_warnings()
+    failures = [f"the output needed repair to be read ({len(warnings)} reader warnings)"] if warnings else []
+    return check("output_opens", failures, reader="qpdf (pikepdf)")
+
+
+def _checks(
+    source: bytes,
+    output: bytes,
+    pw: str,
+    spec: WatermarkSpec,
+    src_pages: list[pikepdf.Dictionary],
+    out_pages: list[pikepdf.Dictionary],
+    mode: str,
+    dpi: int,
+    level: str,
+) -> tuple[list[Check], list[str]]:
+    count = len(src_pages)
+    checks: list[Check] = [
+        check(
+            "page_count",
+            [] if count == len(out_pages) else ["page count differs"],
+            input=count,
+            output=len(out_pages),
+        ),
     ]
+    if not checks[0]["ok"]:
+        return checks, []
+    selected = [spec.page_selected(i, count) for i in range(count)]
+    geos = [page_geometry(p) for p in src_pages]
+    if mode != "vector":
+        checks.append(facts.visible_size_check(src_pages, out_pages))
+        checks += pixel_checks(source, output, pw, selected, mode, spec, geos, range(count), dpi)
+        return checks, ["raster mode: text, links, annotations and form fields are intentionally not kept"]
+    out_geos = [page_geometry(p) for p in out_pages]
+    pair = page_checks.Pair(src_pages, out_pages, spec, selected, geos, out_geos)
+    findings = prove_pages(pair)
+    checks += structure_report(findings, count, spec)
+    render = range(count) if level == "exhaustive" else pixel_pages(findings, geos, selected)
+    checks += pixel_checks(source, output, pw, selected, mode, spec, geos, render, None)
+    checks[-1]["why"] = "every page" if level == "exhaustive" else _why(findings, render)
+    return checks, []
+
+
+def prove_pages(pair: page_checks.Pair) -> page_checks.RangeFindings:
+    """Structural proof of every page, split across the usable cores for long documents."""
+    count = len(pair.src_pages)
+    workers = usable_cores() if count >= _PARALLEL_FROM_PAGES else 1
+    ranges = split(count, workers)
+    parts = map_ranges(lambda first, stop: page_checks.prove_range(pair, first, stop), ranges)
+    done = [p for p in parts if p is not None]
+    merged = page_checks.merge(done)
+    for (first, stop), part in zip(ranges, parts, strict=True):
+        if part is None:
+            for name in page_checks.STRUCTURE_CHECKS:
+                merged.failures.setdefault(name, []).insert(
+                    0, f"pages {page_ranges(range(first, stop))}: structural checks did not complete"
+                )
+    return merged
+
+
+def structure_report(found: page_checks.RangeFindings, count: int, spec: WatermarkSpec) -> list[Check]:
+    every = page_ranges(range(count))
+    methods = {
+        page_checks.GEOMETRY: "page boxes and rotation, inherited values resolved",
+        page_checks.ANNOTS: "annotation dictionaries equal, link targets compared by page number",
+        page_checks.PAGE_DICT: "every other page entry equal",
+        page_checks.FONTS: "font resources equal (dictionaries and font programs)",
+        page_checks.CONTENT: "original content streams byte-identical, inside q/Q",
+        page_checks.RESOURCES: "resources equal except the added fresh-named mark",
+        page_checks.TEXT: "structure: same content streams and same resources, so the same text",
+        page_checks.MARK: "q/Q-isolated Artifact drawing the expected mark form, only on selected pages",
+    }
+    checks = []
+    for name in page_checks.STRUCTURE_CHECKS:
+        details: dict[str, Any] = {"method": methods[name], "pages": every}
+        if name == page_checks.ANNOTS:
+            details["count"] = found.links
+        if name == page_checks.MARK:
+            details["pages_marked"] = sum(spec.page_selected(i, count) for i in range(count))
+        checks.append(check(name, found.failures.get(name, []), **details))
+    return checks
+
+
+def pixel_pages(
+    found: page_checks.RangeFindings, geos: list[PageGeometry], selected: list[bool]
+) -> list[int]:
+    """Pages whose mark only pixels can prove, plus a sample: first, last, one per geometry."""
+    sample: list[int] = []
+    seen: set[tuple[object, ...]] = set()
+    for i, geo in enumerate(geos):
+        key = (geo.crop, geo.rotate, selected[i])
+        if key not in seen and len(sample) < _SAMPLE_PAGES - 1:
+            seen.add(key)
+            sample.append(i)
+    sample.append(len(geos) - 1)
+    return sorted(set(sample) | set(found.needs_pixels))
+
+
+def _why(found: page_checks.RangeFindings, render: list[int] | range) -> dict[str, str]:
+    reasons: dict[str, list[int]] = {}
+    for i in render:
+        reason = found.needs_pixels.get(i, "sample (cross-check of the structural proof)")
+        reasons.setdefault(reason, []).append(i)
+    return {reason: page_ranges(pages) for reason, pages in reasons.items()}
 
 
 def _render(page: pdfium.PdfPage, dpi: int | None = None) -> Image.Image:
@@ -142,27 +246,34 @@ def pixel_checks(
     mode: str,
     spec: WatermarkSpec,
     geos: list[PageGeometry],
+    pages: list[int] | range,
     dpi: int | None = None,
 ) -> list[Check]:
-    """Render both at low resolution: the mark must change selected pages and only those; text must match."""
+    """Render `pages` of both at low resolution (and extract their text once): the mark must change
+    selected pages and only those; text must match."""
     src_doc = pdfium.PdfDocument(source, password=pw or None)
-    out_doc = pdfium.PdfDocument(output, password=pw or None)
+    try:
+        out_doc = pdfium.PdfDocument(output, password=pw or None)
+    except pdfium.PdfiumError as exc:
+        src_doc.close()
+        return [check("watermark_rendered", [f"the renderer cannot open the output: {type(exc).__name__}"])]
     try:
         src_doc.init_forms()
         out_doc.init_forms()
         text_failures, mark_failures = [], []
-        for i, is_selected in enumerate(selected):
-            same_text, problem = _compare_page(src_doc, out_doc, i, is_selected, mode, spec, geos[i], dpi)
+        for i in pages:
+            same_text, problem = _compare_page(src_doc, out_doc, i, selected[i], mode, spec, geos[i], dpi)
             if not same_text:
                 text_failures.append(f"page {i + 1}: extracted text differs")
             if problem:
                 mark_failures.append(f"page {i + 1}: {problem}")
-        checks = [check("watermark_rendered", mark_failures, renderer="pdfium")]
+        where = page_ranges(pages)
+        checks = [check("watermark_rendered", mark_failures, renderer="pdfium", pages=where)]
         if mode == "vector":
-            checks.insert(0, check("text_preserved", text_failures, extractor="pdfium"))
+            checks.insert(0, check("text_extracted", text_failures, extractor="pdfium", pages=where))
         return checks
     except pdfium.PdfiumError as exc:
-        return [check("watermark_rendered", [f"renderer failed: {type(exc).__name__}"])]
+        return [check("watermark_rendered", [f"renderer failed: {type(exc).__name__}"], pages="")]
     finally:
         out_doc.close()
         src_doc.close()
@@ -185,7 +296,8 @@ def _compare_page(
         img_a = _render(a, dpi)
         img_b = _render_like(b, img_a.size) if dpi else _render(b)
         if mode == "vector":
-            return same_text, vector_pixel_problem(img_a, img_b, is_selected)
+            mask = coverage_mask(geo, spec, img_a.size) if is_selected else None
+            return same_text, vector_pixel_problem(img_a, img_b, is_selected, mask)
         if not is_selected:
             return same_text, raster_unselected_problem(img_a, img_b)
         return same_text, raster_pixel_problem(img_a, img_b, coverage_mask(geo, spec, img_a.size), spec)
@@ -194,13 +306,28 @@ def _compare_page(
         b.close()
 
 
-def vector_pixel_problem(before: Image.Image, after: Image.Image, selected: bool) -> str | None:
-    """Vector: a selected page must visibly change; any other page must render identically."""
-    changed = changed_pixels(before, after, 12)
-    if selected and changed < 3:
+def vector_pixel_problem(
+    before: Image.Image, after: Image.Image, selected: bool, mask: Image.Image | None = None
+) -> str | None:
+    """Vector: a selected page must visibly change where the mark is (`mask`, its coverage at this size)
+    and nowhere else (so an opaque cover that hides mark and page alike is caught); any other page must
+    render identically."""
+    if not selected or mask is None:
+        changed = changed_pixels(before, after, 12)
+        if selected and changed < 3:
+            return "watermark not visible when rendered"
+        if not selected and changed > 0:
+            return "unselected page looks different"
+        return None
+    near = mask.point(lambda v: 255 if v > 8 else 0).filter(ImageFilter.MaxFilter(5))
+    diff = ImageChops.difference(before, after.resize(before.size) if after.size != before.size else after)
+    moved = diff.convert("L").point(lambda v: 255 if v > 12 else 0)
+    inside = ImageChops.multiply(moved, near).histogram()[255]
+    outside = ImageChops.multiply(moved, ImageOps.invert(near)).histogram()[255]
+    if inside < 3:
         return "watermark not visible when rendered"
-    if not selected and changed > 0:
-        return "unselected page looks different"
+    if outside > max(2, before.size[0] * before.size[1] // 500):
+        return "page outside the watermark looks different"
     return None
 
 

@@ -85,22 +85,25 @@ def _pad(bbox: tuple[float, float, float, float]) -> tuple[float, ...]:
 
 
 def _own_resources(page: pikepdf.Dictionary) -> pikepdf.Dictionary:
-    """The page's own /Resources (copying inherited ones onto the page) with an own /XObject dict."""
+    """A /Resources dictionary and /XObject dictionary of the page's own (shallow copies of the page's or
+    inherited ones), so adding the mark never touches a dictionary another page shares: every other
+    page's resources stay exactly as they were, which the validator proves page by page."""
     res = page.get("/Resources")
     if not isinstance(res, pikepdf.Dictionary):
-        parent, inherited = page.get("/Parent"), None
+        parent, res = page.get("/Parent"), None
         for _ in range(64):
             if not isinstance(parent, pikepdf.Dictionary):
                 break
             if isinstance(parent.get("/Resources"), pikepdf.Dictionary):
-                inherited = parent.Resources
+                res = parent.Resources
                 break
             parent = parent.get("/Parent")
-        res = pikepdf.Dictionary(dict(inherited.items())) if inherited is not None else pikepdf.Dictionary()
-        page.Resources = res
-    if not isinstance(res.get("/XObject"), pikepdf.Dictionary):
-        res.XObject = pikepdf.Dictionary()
-    return res
+    own = pikepdf.Dictionary(dict(res.items())) if res is not None else pikepdf.Dictionary()
+    xobjects = own.get("/XObject")
+    shared = dict(xobjects.items()) if isinstance(xobjects, pikepdf.Dictionary) else {}
+    own.XObject = pikepdf.Dictionary(shared)
+    page.Resources = own
+    return own
 
 
 def _free_name(xobjects: pikepdf.Dictionary, form: pikepdf.Stream, index: int) -> str:

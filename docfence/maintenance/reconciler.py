@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 from docfence.blobs.regions import RegionRouter
 from docfence.core.clock import monotonic
@@ -25,6 +26,10 @@ class ReconcileConfig:
     interval_s: float = 2.0
     gc_batch: int = 500  # objects examined per region per garbage-collection pass
     gc_interval_s: float = 10.0  # listing storage is costlier than the indexed queries
+    # An attempt's staged object is collected only once the attempt ended at least this long ago
+    # (store clock): its worker may still be uploading or discarding it, and an object store's
+    # listing may lag. Objects of deleted jobs are collected at once. Settings.staging_grace_s.
+    staging_grace_s: float = 60.0
 
 
 @dataclass
@@ -43,8 +48,10 @@ class ReconcileResult:
 
 class Reconciler:
     def __init__(self, store: Store, regions: RegionRouter | None, config: ReconcileConfig) -> None:
-        if config.batch < 1 or config.interval_s <= 0:
-            raise DocfenceError("reconciler batch and interval must be positive")
+        if config.batch < 1 or config.interval_s <= 0 or config.gc_batch < 1:
+            raise DocfenceError("reconciler batch, gc_batch and interval must be positive")
+        if config.staging_grace_s < 0:
+            raise DocfenceError("reconciler staging_grace_s must not be negative")
         self.store, self.regions, self.config = store, regions, config
         self._cursor: dict[str, str] = {}  # per region: the last key examined, so passes take turns
         self._last_gc = float("-inf")
@@ -70,29 +77,56 @@ class Reconciler:
                      len(result.staging_deleted))
         return result
 
+    def sweep_orphans(self) -> list[str]:
+        """Collect orphans over every object of every region, in gc_batch steps, until each listing
+        is exhausted (collect_orphans does one bounded step). Objects still within staging_grace_s
+        are left; after the grace, a sweep while no worker runs leaves no orphan behind."""
+        assert self.regions is not None
+        deleted: list[str] = []
+        now = self.store.now()
+        for region in self.regions.approved():
+            self._cursor.pop(region, None)
+            deleted += self._collect_region(region, now, {})
+            while region in self._cursor:  # stopped at its batch limit: go on from there
+                deleted += self._collect_region(region, now, {})
+        return deleted
+
     def collect_orphans(self) -> list[str]:
         """Delete objects nobody may keep: any object of a deleted job, attempts older than the job's
-        current attempt, and any attempt of a terminal job other than the committed one. Examines at
-        most gc_batch objects per region, continuing where the previous pass stopped."""
-        deleted: list[str] = []
+        current attempt, and any attempt of a terminal job other than the committed one (each once
+        its attempt ended staging_grace_s ago). Examines at most gc_batch objects per region,
+        continuing where the previous pass stopped."""
         assert self.regions is not None
         verdicts: dict[tuple[str, int | None], bool] = {}
+        now = self.store.now()
+        deleted: list[str] = []
         for region in self.regions.approved():
-            blobs = self.regions.for_region(region)
-            cursor, examined, last = self._cursor.get(region, ""), 0, ""
-            for key in blobs.list("jobs"):
-                if key <= cursor:
-                    continue
-                examined, last = examined + 1, key
-                probe = (key.split("/")[2], attempt_of_staging_key(key))
-                if probe not in verdicts:
-                    verdicts[probe] = self._is_orphan(*probe)
-                if verdicts[probe]:
-                    blobs.delete(key)
-                    deleted.append(key)
-                if examined >= self.config.gc_batch:
-                    break
-            self._cursor[region] = last if examined >= self.config.gc_batch else ""
+            deleted += self._collect_region(region, now, verdicts)
+        return deleted
+
+    def _collect_region(self, region: str, now: datetime,
+                        verdicts: dict[tuple[str, int | None], bool]) -> list[str]:
+        """One bounded step over one region's listing, from its cursor."""
+        assert self.regions is not None
+        blobs = self.regions.for_region(region)
+        deleted: list[str] = []
+        cursor, examined, last = self._cursor.get(region, ""), 0, ""
+        for key in blobs.list("jobs"):
+            if key <= cursor:
+                continue
+            examined, last = examined + 1, key
+            probe = (key.split("/")[2], attempt_of_staging_key(key))
+            if probe not in verdicts:
+                verdicts[probe] = self._is_orphan(*probe) and not self._in_grace(*probe, now)
+            if verdicts[probe]:
+                blobs.delete(key)
+                deleted.append(key)
+            if examined >= self.config.gc_batch:
+                break
+        if examined >= self.config.gc_batch:
+            self._cursor[region] = last
+        else:
+            self._cursor.pop(region, None)  # listing exhausted: the next step starts over
         return deleted
 
     def _is_orphan(self, job_id: str, attempt: int | None) -> bool:
@@ -109,6 +143,21 @@ class Reconciler:
             return attempt < job.attempt
         artifact = self.store.artifact(job_id)
         return artifact is None or artifact.attempt != attempt
+
+    def _in_grace(self, job_id: str, attempt: int | None, now: datetime) -> bool:
+        """Whether the object of `attempt` must be kept a while longer (see staging_grace_s)."""
+        if attempt is None or self.config.staging_grace_s == 0:
+            return False
+        try:
+            if self.store.get(job_id).deleted_at is not None:
+                return False
+        except NotFound:
+            return False
+        rows = [a for a in self.store.attempts(job_id) if a.attempt == attempt]
+        ended = rows[0].ended_at if rows else None
+        if ended is None:  # no record of its end (yet): it may be in use
+            return bool(rows)
+        return now - ended < timedelta(seconds=self.config.staging_grace_s)
 
     def run_forever(self, stop: threading.Event) -> None:
         while not stop.is_set():

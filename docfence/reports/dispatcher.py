@@ -21,8 +21,9 @@ from docfence.core.errors import BlobError, DocfenceError, ProviderError, StaleA
 from docfence.core.records import ArtifactInfo, Claim
 from docfence.observability import metrics
 from docfence.providers import BoundedPoller, Observation, PollOutcome, ProviderClient, ProviderConfig
-from docfence.reports.provider_render import inspect_in_child, provider_input
+from docfence.reports.provider_render import check_provider_output, provider_input
 from docfence.reports.templates import report_store
+from docfence.sandbox import Sandbox
 from docfence.store.base import Store
 
 log = logging.getLogger(__name__)
@@ -71,10 +72,18 @@ class Dispatcher:
     def __init__(
         self, config: DispatcherConfig, store: Store, router: RegionRouter, *, clock: Clock | None = None,
         sleep: Callable[[float], None] = time.sleep, transport: httpx.BaseTransport | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.config, self.store, self.router = config, report_store(store), router
         self.clock = clock or SystemClock()
         self._base_sleep, self._transport = sleep, transport
+        self._own_sandbox = sandbox is None
+        self.sandbox = sandbox or Sandbox()  # its zygote starts at the first provider output checked
+
+    def close(self) -> None:
+        """Stop the sandbox's zygote when this dispatcher started it."""
+        if self._own_sandbox:
+            self.sandbox.close()
 
     def run_once(self) -> DispatchResult:
         """Claim up to `batch` provider jobs and drive each to a terminal transition (or discard it)."""
@@ -131,7 +140,9 @@ class Dispatcher:
     ) -> str:
         job, attempt = claim.job, claim.attempt
         try:
-            output, pages, validation = inspect_in_child(artifact, job.policy)
+            output, pages, validation = check_provider_output(
+                self.sandbox, artifact, job.policy, heartbeat_interval_s=self.config.heartbeat_interval_s,
+                heartbeat=lambda: self.store.heartbeat(job.id, attempt, claim.worker))
         except DocfenceError as exc:
             return self._end(claim, sink, exc, details={**_outcome_details(outcome), "stage": "validate"})
         sha = hashlib.sha256(output).hexdigest()

@@ -1,6 +1,7 @@
-"""One worker process: claim, render in a child under limits, stage, fenced commit; discard when stale.
+"""One worker process: claim, render in the sandbox (a fresh render process per job, forked from a warm
+zygote), stage, fenced commit; discard when stale.
 
-Only the parent talks to the store and holds leases; the child only turns bytes into bytes.
+Only this process talks to the store and holds leases; a render process only turns bytes into bytes.
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ from docfence.config import Settings
 from docfence.core.clock import monotonic
 from docfence.core.errors import BlobError, DocfenceError, StaleAttempt, StoreError, StoreUnavailable
 from docfence.core.ids import new_id
+from docfence.core.policy import Kind
 from docfence.core.records import ArtifactInfo, Claim, Job
 from docfence.layout import staging_key
 from docfence.observability import metrics
+from docfence.sandbox import Outcome, Sandbox, Task
 from docfence.store.base import Store
-from docfence.worker import child
 from docfence.worker.committer import Committer, StagedResult
 from docfence.worker.faults import fault_point
 from docfence.worker.leases import Lease, LeaseKeeper
@@ -56,11 +58,13 @@ class Worker:
         self._counts_lock = threading.Lock()  # the committer thread counts outcomes too
         self.committer = Committer(store, self.id, max_batch=GROUP_COMMIT_MAX,
                                    on_committed=self._committed, on_stale=self._stale)
+        self.sandbox = Sandbox()
 
     def run(self, *, until_idle: bool = False, max_jobs: int | None = None) -> Counters:
         """Claim and process jobs until `stopping` is set (SIGTERM), the queue is idle, or max_jobs."""
         self.leases.start()
         self.committer.start()
+        self.sandbox.start()  # warm before the first claim, so no job pays for the imports
         try:
             while not self.stopping.is_set():
                 claims = self._claim()
@@ -74,6 +78,7 @@ class Worker:
                 if max_jobs is not None and self.counters.claimed >= max_jobs:
                     break
         finally:
+            self.sandbox.close()
             self.committer.close()  # commit what is staged while its leases still hold
             self.leases.stop()
         return self.counters
@@ -135,7 +140,7 @@ class Worker:
             if not outcome.ok:
                 if outcome.error_code == "validation_failed":
                     metrics.record_validation_report(outcome.validation, job.mode)
-                self._fail(claim, outcome.error_code or "render_error", outcome.error_message or "",
+                self._fail(claim, outcome.error_code or "engine_error", outcome.error_message or "",
                            outcome.retryable)
                 return False
             return self._stage(claim, lease, workdir / "output.pdf", outcome)
@@ -149,41 +154,24 @@ class Worker:
             shutil.rmtree(workdir, ignore_errors=True)
         return False
 
-    def _render(self, claim: Claim, lease: Lease, workdir: Path) -> child.RenderOutcome | None:
-        limits = claim.job.policy.limits
-        output = str(workdir / "output.pdf")
-        proc = child.context().Process(
-            target=child.render_child,
-            args=(str(workdir / "input.pdf"), output, _policy_json(claim), limits.render_memory_mb,
-                  int(limits.render_timeout_s) + 1),
-        )
-        proc.start()
+    def _render(self, claim: Claim, lease: Lease, workdir: Path) -> Outcome | None:
+        """The job's outcome from its own render process; None when the lease was lost or shutdown's
+        grace ran out (the render process is killed, nothing is recorded as success)."""
+        job = claim.job
+        kind = "report" if job.policy.kind is Kind.REPORT else "watermark"
+        task = Task(kind, workdir / "input.pdf", workdir / "output.pdf", job.policy)
         started = monotonic()
-        deadline = started + limits.render_timeout_s
-        while proc.is_alive():
-            proc.join(timeout=0.05)
-            if lease.lost.is_set() or self._grace_over():
-                proc.kill()
-                proc.join()
-                if lease.lost.is_set():
-                    self._count("discarded")
-                    metrics.record_discarded("lease_lost")
-                    log.warning("lease lost; render killed and discarded",
-                                extra={"job_id": claim.job.id, "attempt": claim.attempt})
-                else:
-                    self._release(claim)
-                return None
-            if monotonic() > deadline:
-                proc.kill()
-                proc.join()
-                return child.RenderOutcome(False, error_code="render_resource_exceeded",
-                                           error_message="rendering exceeded its time limit", retryable=False)
-        result = child.read_outcome(output)
-        if result is None:  # killed (OOM, signal) or crashed before writing its outcome
-            result = child.RenderOutcome(False, error_code="render_crashed",
-                                         error_message=f"the render process died (exit {proc.exitcode})",
-                                         retryable=True)
-        metrics.record_render(claim.job.mode, result.pages, monotonic() - started, ok=result.ok)
+        result = self.sandbox.run(task, cancel=lambda: lease.lost.is_set() or self._grace_over())
+        if result.canceled:
+            if lease.lost.is_set():
+                self._count("discarded")
+                metrics.record_discarded("lease_lost")
+                log.warning("lease lost; render killed and discarded",
+                            extra={"job_id": job.id, "attempt": claim.attempt})
+            else:
+                self._release(claim)
+            return None
+        metrics.record_render(job.mode, result.pages, monotonic() - started, ok=result.ok)
         return result
 
     def _grace_over(self) -> bool:
@@ -193,7 +181,7 @@ class Worker:
             self._stop_seen = monotonic()
         return monotonic() - self._stop_seen > self.cfg.shutdown_grace_s
 
-    def _stage(self, claim: Claim, lease: Lease, output: Path, outcome: child.RenderOutcome) -> bool:
+    def _stage(self, claim: Claim, lease: Lease, output: Path, outcome: Outcome) -> bool:
         """Upload the output to its attempt-specific staging key and hand it to the committer."""
         job, attempt = claim.job, claim.attempt
         size = output.stat().st_size
@@ -281,9 +269,3 @@ class Worker:
         # stale or unreachable: the reconciler requeues it when the lease expires
         with contextlib.suppress(DocfenceError):
             self.store.release(claim.job.id, claim.attempt, self.id)
-
-
-def _policy_json(claim: Claim) -> str:
-    import json
-
-    return json.dumps(claim.job.policy.to_dict())

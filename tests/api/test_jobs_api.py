@@ -6,28 +6,49 @@ import hashlib
 import os
 import subprocess
 import sys
-import threading
-import time
+from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
 import pytest
 
-from docfence.client import Conflict, JobCanceled, PollTimeout
+from docfence.api import jobs
+from docfence.client import Conflict, DocfenceClient, JobCanceled, PollTimeout
 from docfence.config import DocumentClass
+from docfence.core.clock import FakeClock
 from docfence.core.states import JobState
+from docfence.store.base import Store, open_store
 
 from .conftest import PDF, ApiEnv, api_env
 
+HANG_GUARD_S = 60.0  # the client's timeout: only stops a broken build from hanging
 
-def _later(seconds: float, fn: object) -> threading.Thread:
-    def run() -> None:
-        time.sleep(seconds)
-        fn()  # type: ignore[operator]
 
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread
+class ClientTime:
+    """A client clock that only its own sleeps move, and a hook run at each sleep: the test acts
+    while the client backs off, and the client's budget never depends on this machine's speed."""
+
+    def __init__(self, on_sleep: Callable[[], object] = lambda: None) -> None:
+        self.now, self.sleeps, self.on_sleep = 0.0, list[float](), on_sleep
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+        self.on_sleep()
+
+
+def _client(env: ApiEnv, time: ClientTime) -> DocfenceClient:
+    return DocfenceClient(env.base_url, env.key(), sleep=time.sleep, clock=time.clock)
+
+
+def _store_at(env: ApiEnv, seconds: float) -> Store:
+    """The same database through a store whose clock reads `seconds` past the database's now."""
+    clock = FakeClock(env.store.now() + timedelta(seconds=seconds))
+    return open_store(env.settings.database_url, clock=clock, migrate=False)
 
 
 def _objects(env: ApiEnv) -> list[str]:
@@ -36,12 +57,13 @@ def _objects(env: ApiEnv) -> list[str]:
 
 def test_submit_wait_download_end_to_end(any_env: ApiEnv, tmp_path: Path) -> None:
     output = b"%PDF-1.4 watermarked output\n" * 100
-    with any_env.client() as client:
+    finished: list[object] = []  # the worker plays its part while the client backs off
+    time = ClientTime(lambda: finished or finished.append(any_env.finish(job.id, output, pages=3)))
+    with _client(any_env, time) as client:
         job = client.submit(PDF, idempotency_key="e2e-1", watermark={"text": "SHARED"})
         assert job.state == "queued" and job.retry_after_s == 2.0
-        worker = _later(0.3, lambda: any_env.finish(job.id, output, pages=3))
         done = client.wait(job.id, budget_s=10)
-        worker.join()
+        assert len(time.sleeps) == 1  # one pause: queued, then succeeded
         assert done.state == "succeeded" and done.retry_after_s is None
         assert done.artifact is not None and done.artifact.pages == 3
         assert done.artifact.sha256 == hashlib.sha256(output).hexdigest()
@@ -105,27 +127,31 @@ def test_cancel_queued_and_rendering_jobs(any_env: ApiEnv) -> None:
 
 def test_deadline_passes_job_ends_canceled_and_wait_returns_at_once(any_env: ApiEnv) -> None:
     env = any_env
-    with env.client() as client:
-        job = client.submit(PDF, deadline_s=0.05)
-        time.sleep(0.1)
-        assert [j.id for j in env.store.cancel_past_deadline()] == [job.id]
-        start = time.monotonic()
+    time = ClientTime()
+    with _client(env, time) as client:
+        job = client.submit(PDF, deadline_s=5)
+        later = _store_at(env, 6)  # the reconciler's pass once the deadline has gone by
+        try:
+            assert [j.id for j in later.cancel_past_deadline()] == [job.id]
+        finally:
+            later.close()
+        before = len(env.seen)
         with pytest.raises(JobCanceled) as caught:
             client.wait(job.id, budget_s=30)
-    assert time.monotonic() - start < 1.0
+    assert time.sleeps == []  # at once: one read, no pause
+    assert [(s.method, s.path) for s in env.seen[before:]] == [("GET", f"/v1/jobs/{job.id}")]
     assert caught.value.job is not None and caught.value.job.error_code == "deadline_exceeded"
 
 
-def test_long_poll_returns_as_soon_as_terminal_and_is_bounded(env: ApiEnv) -> None:
+def test_long_poll_is_bounded_by_its_wait_and_by_the_server_cap(
+    env: ApiEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # That a long poll answers as soon as the job ends is tests/api/test_wait_wakeups.py's case.
     with env.client() as client:
         job = client.submit(PDF)
-        start = time.monotonic()
-        still = client.get(job.id, wait_s=0.6)
-        assert still.state == "queued" and 0.5 < time.monotonic() - start < 3
-        _later(0.4, lambda: env.finish(job.id))
-        start = time.monotonic()
-        done = client.get(job.id, wait_s=15)
-    assert done.state == "succeeded" and time.monotonic() - start < 3
+        assert client.get(job.id, wait_s=0.3, timeout_s=HANG_GUARD_S).state == "queued"
+        monkeypatch.setattr(jobs, "MAX_WAIT_S", 0.3)
+        assert client.get(job.id, wait_s=3600, timeout_s=HANG_GUARD_S).state == "queued"
 
 
 def test_wait_times_out_with_job_id_and_the_job_goes_on(env: ApiEnv) -> None:

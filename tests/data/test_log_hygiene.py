@@ -47,11 +47,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+HANG_GUARD_S = 120.0  # waits end on events; this only stops a broken build from hanging
+# Leases are long (DOCFENCE_LEASE_TTL_S) so a starved worker cannot lose one and fail the job.
+
+
 def test_no_sentinel_reaches_logs_or_audit(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     (tmp_path / "objects").mkdir()
     env = worker_env(f"sqlite:///{tmp_path / 'db.sqlite'}", f"file://{tmp_path / 'objects'}",
-                     DOCFENCE_SIGNING_SECRET="s" * 40)
+                     DOCFENCE_SIGNING_SECRET="s" * 40, DOCFENCE_LEASE_TTL_S="120")
     rt = Runtime.open(load_settings(env=env))
     service = build_service(rt.settings, rt.store, rt.regions)
     _, api_key = service.create_api_key("acme", ("admin",), name="hygiene")
@@ -63,11 +67,11 @@ def test_no_sentinel_reaches_logs_or_audit(tmp_path: Path, caplog: pytest.LogCap
     worker = start_worker(dict(env, DOCFENCE_LOG_LEVEL="DEBUG"), worker_log)
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_for(lambda: _up(base), 30, "the API server")
+        wait_for(lambda: _up(base), HANG_GUARD_S, "the API server")
         auth = {"Authorization": f"Bearer {api_key}"}
         with DocfenceClient(base, api_key) as client:
             job = client.submit(sentinel_pdf())
-            done = client.wait(job.id, budget_s=60)
+            done = client.wait(job.id, budget_s=HANG_GUARD_S)
             assert done.state == "succeeded"
             client.download(job.id, tmp_path / "out.pdf")
         signed = httpx.get(f"{base}/v1/jobs/{job.id}/artifact", headers=auth).headers["location"]
@@ -82,7 +86,7 @@ def test_no_sentinel_reaches_logs_or_audit(tmp_path: Path, caplog: pytest.LogCap
             "subject": "clinic-1", "period": "2026-10", "template": "monthly@1", "data": data})
         assert made.status_code == 201, made.text
         report_job = made.json()["jobs"][-1]["id"]
-        wait_for(lambda: rt.store.get(report_job).state.terminal, 60, "the report job")
+        wait_for(lambda: rt.store.get(report_job).state.terminal, HANG_GUARD_S, "the report job")
         assert rt.store.get(report_job).state.value == "succeeded", rt.store.get(report_job).last_error_code
     finally:
         stop(worker)

@@ -11,15 +11,17 @@ import pytest
 
 from docfence.core.errors import (
     DocumentError,
+    FormTreeInvalid,
     MalformedPdf,
     NoPages,
     NotAPdf,
     OverLimits,
     PageTreeInvalid,
     PasswordRequired,
+    ResourceCycle,
     UnsupportedFeature,
 )
-from docfence.core.policy import JobPolicy, Limits
+from docfence.core.policy import JobPolicy, Limits, SanitizePolicy
 from docfence.engines import samples
 from docfence.engines.preflight import bounded_inflate, preflight
 
@@ -71,7 +73,7 @@ def test_xfa_is_unsupported() -> None:
     pdf = pikepdf.open(io.BytesIO(samples.form()))
     pdf.Root.AcroForm.XFA = pdf.make_stream(b"<xdp:xdp/>")
     with pytest.raises(UnsupportedFeature):
-        preflight(_save(pdf), JobPolicy())
+        preflight(_save(pdf), JobPolicy(sanitize=SanitizePolicy.keep_all()))
 
 
 def test_user_password_required() -> None:
@@ -135,3 +137,111 @@ def test_truncated_incremental_update_is_refused() -> None:
     assert len(truncated) - len(base) > 2048
     with pytest.raises(MalformedPdf):
         preflight(truncated, JobPolicy())
+
+
+_PAGE_WITH_FORMS = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 100 100] /Contents 4 0 R %s >>"
+
+
+def _content() -> bytes:
+    return b"<< /Length 8 >>\nstream\n/X0 Do\n\nendstream"
+
+
+def test_form_field_shared_between_parents_is_refused_fast() -> None:
+    """pdfium loops forever in FPDF_LoadPage on this shape (one unnamed field under two parents)."""
+    data = _raw_pdf([
+        b"<< /Type /Catalog /Pages 2 0 R /AcroForm << /Fields [5 0 R 6 0 R] >> >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        _PAGE_WITH_FORMS % b"/Annots [7 0 R]",
+        b"<< /Length 0 >>\nstream\n\nendstream",
+        b"<< /T (a) /Kids [7 0 R] >>",
+        b"<< /T (b) /Kids [7 0 R] >>",
+        b"<< /Type /Annot /Subtype /Widget /FT /Tx /Rect [0 0 10 10] /P 3 0 R >>",
+    ])
+    with pytest.raises(FormTreeInvalid):
+        preflight(data, JobPolicy())
+
+
+def test_form_field_cycle_is_refused() -> None:
+    data = _raw_pdf([
+        b"<< /Type /Catalog /Pages 2 0 R /AcroForm << /Fields [5 0 R] >> >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        _PAGE_WITH_FORMS % b"",
+        b"<< /Length 0 >>\nstream\n\nendstream",
+        b"<< /T (a) /Kids [6 0 R] >>",
+        b"<< /T (b) /Kids [5 0 R] >>",
+    ])
+    with pytest.raises(FormTreeInvalid):
+        preflight(data, JobPolicy())
+
+
+def _form(resources: bytes) -> bytes:
+    return b"<< /Type /XObject /Subtype /Form /BBox [0 0 1 1] /Resources " + resources + \
+        b" /Length 8 >>\nstream\n/X0 Do\n\nendstream"
+
+
+@pytest.mark.parametrize(
+    "objects",
+    [
+        [_form(b"<< /XObject << /X0 5 0 R >> >>")],  # a form that draws itself
+        [_form(b"<< /XObject << /X0 6 0 R >> >>"), _form(b"<< /XObject << /X0 5 0 R >> >>")],
+        [b"<< /Type /Pattern /PatternType 1 /PaintType 1 /TilingType 1 /BBox [0 0 1 1] /XStep 1 /YStep 1"
+         b" /Resources << /Pattern << /P0 5 0 R >> >> /Length 0 >>\nstream\n\nendstream"],
+    ],
+    ids=["self", "pair", "pattern"],
+)
+def test_self_drawing_resources_are_refused(objects: list[bytes]) -> None:
+    kind = b"/Pattern << /P0 5 0 R >>" if b"/Pattern" in objects[0][:30] else b"/XObject << /X0 5 0 R >>"
+    data = _raw_pdf([
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        _PAGE_WITH_FORMS % (b"/Resources << " + kind + b" >>"),
+        _content(),
+        *objects,
+    ])
+    with pytest.raises(ResourceCycle):
+        preflight(data, JobPolicy())
+
+
+def _form_chain(levels: int, fan_out: int) -> bytes:
+    """Forms 5.. each drawing the next level `fan_out` times (a diamond chain when fan_out > 1)."""
+    forms = []
+    for level in range(levels):
+        nxt = 5 + level + 1
+        names = b" ".join(b"/X%d %d 0 R" % (i, nxt) for i in range(fan_out))
+        forms.append(_form(b"<< /XObject << " + names + b" >> >>") if level < levels - 1 else _form(b"<< >>"))
+    return _raw_pdf([
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        _PAGE_WITH_FORMS % b"/Resources << /XObject << /X0 5 0 R >> >>",
+        _content(),
+        *forms,
+    ])
+
+
+def test_excessive_nesting_is_over_limits() -> None:
+    with pytest.raises(OverLimits):
+        preflight(_form_chain(100, 1), JobPolicy())
+
+
+def test_shared_forms_are_walked_once() -> None:
+    """60 levels drawing the next one twice: 2**60 paths, but each form is checked once."""
+    opened = preflight(_form_chain(60, 2), JobPolicy())
+    assert len(opened.pages) == 1
+
+
+def test_library_errors_become_coded_refusals(monkeypatch: pytest.MonkeyPatch) -> None:
+    from docfence.engines import preflight as module
+
+    def explode(*_: object) -> None:
+        raise RecursionError("deep")
+
+    monkeypatch.setattr(module, "check_streams", explode)
+    with pytest.raises(OverLimits):
+        preflight(samples.many_pages(1), JobPolicy())
+
+    def broken(*_: object) -> None:
+        raise pikepdf.PdfError("unreadable object")
+
+    monkeypatch.setattr(module, "check_streams", broken)
+    with pytest.raises(MalformedPdf):
+        preflight(samples.many_pages(1), JobPolicy())

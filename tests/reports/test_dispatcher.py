@@ -19,6 +19,7 @@ from docfence.engines.report_sample import load_monthly_bundle, sample_monthly_d
 from docfence.providers import PollPolicy, docfence_preset
 from docfence.reports import ReportRequests, RequestSpec
 from docfence.reports.dispatcher import Dispatcher, DispatcherConfig
+from docfence.sandbox import Sandbox
 from docfence.store.sqlstore import SqlStore
 from docfence.testing.fake_provider import FakeProvider
 
@@ -40,10 +41,17 @@ def fake(provider_pdf: bytes) -> Iterator[FakeProvider]:
 
 
 @pytest.fixture
-def dispatcher(fake: FakeProvider, rstore: SqlStore, router: RegionRouter, clock: FakeClock) -> Dispatcher:
+def dispatcher(fake: FakeProvider, rstore: SqlStore, router: RegionRouter, clock: FakeClock,
+               sandbox: Sandbox) -> Dispatcher:
     config = DispatcherConfig(providers={"vendor": docfence_preset(fake.base_url, fake.api_key, poll=FAST)},
                               worker_id="dispatcher-1", heartbeat_interval_s=5.0, commit_margin_s=10.0)
-    return Dispatcher(config, rstore, router, clock=clock, sleep=clock.advance)
+    return Dispatcher(config, rstore, router, clock=clock, sleep=clock.advance, sandbox=sandbox)
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[Sandbox]:
+    with Sandbox() as shared:  # one zygote for the module: each check still gets its own process
+        yield shared
 
 
 def provider_request(requests_uc: ReportRequests, template: str, **changes: Any) -> str:

@@ -13,7 +13,7 @@ from docfence.testing.procs import REPO
 
 def test_demo_runs_and_prints_validated_results(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "docfence.cli", "demo", "--dir", str(tmp_path / "demo")],
-                         capture_output=True, text=True, timeout=120, cwd=REPO)
+                         capture_output=True, text=True, timeout=600, cwd=REPO)  # hang guard
     assert out.returncode == 0, out.stdout + out.stderr
     results = re.findall(r"(job_\w+) +\S+ +(vector|raster) succeeded .*validation=ok", out.stdout)
     assert len(results) == 8 and {m for _, m in results} == {"vector", "raster"}

@@ -21,12 +21,14 @@ ADMIN = Principal("ops", "t1", ("admin",))
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "docfence.cli", *args], env=env, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=600)  # a hang guard, never what is asserted
 
 
 def test_pause_drain_set_mode_resume(tmp_path: Path) -> None:
     (tmp_path / "o").mkdir()
-    env = worker_env(f"sqlite:///{tmp_path / 'db.sqlite'}", f"file://{tmp_path / 'o'}")
+    # long leases: a starved worker must not lose one (and a job with it) in the middle of the test
+    env = worker_env(f"sqlite:///{tmp_path / 'db.sqlite'}", f"file://{tmp_path / 'o'}",
+                     DOCFENCE_LEASE_TTL_S="120")
     rt = Runtime.open(load_settings(env=env))
     service = Service(rt.settings, rt.store, rt.regions, signing_secret=b"o" * 32)
 

@@ -1,5 +1,9 @@
 """SIGTERM: the worker stops claiming, finishes the current job within the grace period, or hands the
-lease back early so another worker can take it at once (real processes, real signals)."""
+lease back early so another worker can take it at once (real processes, real signals).
+
+The render is held at a fault-point barrier, so which side of the grace period it ends on is set by
+the test, not by how fast this machine renders; leases are long, so none expires by accident.
+"""
 
 from __future__ import annotations
 
@@ -12,13 +16,15 @@ from docfence.core.states import JobState
 from docfence.engines.samples import links
 from docfence.runtime import Runtime
 from docfence.service import Principal, Service, SubmitRequest
+from docfence.testing.barriers import HANG_GUARD_S, Barriers
 from docfence.testing.procs import start_worker, wait_for, worker_env
 
 
-def setup(tmp_path: Path, render_sleep: float) -> tuple[Runtime, str, dict[str, str]]:
+def setup(tmp_path: Path, grace_s: float) -> tuple[Runtime, str, dict[str, str]]:
     (tmp_path / "o").mkdir()
     env = worker_env(f"sqlite:///{tmp_path / 'db.sqlite'}", f"file://{tmp_path / 'o'}",
-                     DOCFENCE_SHUTDOWN_GRACE_S="2", DOCFENCE_FAULTS=f"render=sleep:{render_sleep}")
+                     DOCFENCE_LEASE_TTL_S="120", DOCFENCE_SHUTDOWN_GRACE_S=str(grace_s),
+                     DOCFENCE_FAULTS="render=wait:render", DOCFENCE_FAULTS_DIR=str(tmp_path))
     rt = Runtime.open(load_settings(env=env))
     service = Service(rt.settings, rt.store, rt.regions, signing_secret=b"k" * 32)
     job, _ = service.submit(Principal("t", "t1", ("admin",)), io.BytesIO(links()), SubmitRequest())
@@ -26,20 +32,31 @@ def setup(tmp_path: Path, render_sleep: float) -> tuple[Runtime, str, dict[str, 
 
 
 def test_sigterm_hands_the_lease_back_when_the_render_outlasts_the_grace(tmp_path: Path) -> None:
-    rt, job_id, env = setup(tmp_path, render_sleep=30)
+    rt, job_id, env = setup(tmp_path, grace_s=1)
     worker = start_worker(env, tmp_path / "w.log", "--no-reconcile")
-    wait_for(lambda: rt.store.get(job_id).state is JobState.RENDERING, 30, "a claim")
-    worker.send_signal(signal.SIGTERM)
-    assert worker.wait(timeout=15) == 0
+    try:
+        Barriers(tmp_path).wait_reached("render")  # and it is never released: it outlasts any grace
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=HANG_GUARD_S) == 0
+    finally:
+        Barriers(tmp_path).release("render")
+        worker.kill()
     job = rt.store.get(job_id)
     assert job.state is JobState.QUEUED and job.lease_owner is None  # no waiting for lease expiry
     assert [a.outcome for a in rt.store.attempts(job_id)] == ["lease_released"]
 
 
-def test_sigterm_lets_a_short_render_finish(tmp_path: Path) -> None:
-    rt, job_id, env = setup(tmp_path, render_sleep=0.5)
+def test_sigterm_lets_a_render_that_ends_within_the_grace_finish(tmp_path: Path) -> None:
+    rt, job_id, env = setup(tmp_path, grace_s=HANG_GUARD_S)
     worker = start_worker(env, tmp_path / "w.log", "--no-reconcile")
-    wait_for(lambda: rt.store.get(job_id).state is JobState.RENDERING, 30, "a claim")
-    worker.send_signal(signal.SIGTERM)
-    assert worker.wait(timeout=15) == 0
+    try:
+        Barriers(tmp_path).wait_reached("render")
+        worker.send_signal(signal.SIGTERM)
+        wait_for(lambda: "no more claims" in (tmp_path / "w.log").read_text(), HANG_GUARD_S, "SIGTERM seen")
+        Barriers(tmp_path).release("render")  # the render ends after the signal, within the grace
+        assert worker.wait(timeout=HANG_GUARD_S) == 0
+    finally:
+        Barriers(tmp_path).release("render")
+        worker.kill()
     assert rt.store.get(job_id).state is JobState.SUCCEEDED
+    assert [a.outcome for a in rt.store.attempts(job_id)] == ["artifact_committed"]

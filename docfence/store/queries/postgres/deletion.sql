@@ -18,10 +18,10 @@ UPDATE artifacts SET deleted_at = coalesce(deleted_at, :deleted_at) WHERE job_id
 SELECT id FROM jobs
  WHERE deleted_at IS NULL AND state IN ('succeeded', 'failed', 'canceled')
    AND retention_until <= coalesce(:now::timestamptz, now())
- ORDER BY retention_until LIMIT :limit;
+ ORDER BY retention_until, id LIMIT :limit;
 
 -- name: select_deleted_since
 -- Tombstoned jobs (for the sweep that removes bytes uploaded late by a stale attempt).
 SELECT id, tenant, region FROM jobs
  WHERE deleted_at IS NOT NULL AND deleted_at >= :since
- ORDER BY deleted_at LIMIT :limit;
+ ORDER BY deleted_at, id LIMIT :limit;

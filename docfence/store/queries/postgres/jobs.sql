@@ -90,7 +90,7 @@ RETURNING jobs.*;
 SELECT id, attempt, max_attempts FROM jobs
  WHERE state = 'rendering'
    AND lease_expires_at <= coalesce(:now::timestamptz, now())
- ORDER BY lease_expires_at LIMIT :limit
+ ORDER BY lease_expires_at, id LIMIT :limit
    FOR UPDATE SKIP LOCKED;
 
 -- name: fence_expired
@@ -110,7 +110,7 @@ RETURNING jobs.*;
 SELECT id, attempt, state FROM jobs
  WHERE state IN ('queued', 'rendering')
    AND deadline_at <= coalesce(:now::timestamptz, now())
- ORDER BY deadline_at LIMIT :limit
+ ORDER BY deadline_at, id LIMIT :limit
    FOR UPDATE SKIP LOCKED;
 
 -- name: fence_cancel
@@ -248,7 +248,7 @@ RETURNING *;
 
 -- name: list_api_keys
 -- Keys, optionally of one tenant.
-SELECT * FROM api_keys WHERE (:tenant::text IS NULL OR tenant = :tenant) ORDER BY created_at;
+SELECT * FROM api_keys WHERE (:tenant::text IS NULL OR tenant = :tenant) ORDER BY created_at, id;
 
 -- name: bench_fill_finished
 -- Benchmarks only: add :n succeeded jobs (a backlog of finished work) in one statement.

@@ -85,7 +85,7 @@ RETURNING *;
 SELECT id, attempt, max_attempts FROM jobs INDEXED BY jobs_rendering_idx
  WHERE state = 'rendering'
    AND lease_expires_at <= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)
- ORDER BY lease_expires_at LIMIT :limit;
+ ORDER BY lease_expires_at, id LIMIT :limit;
 
 -- name: fence_expired
 -- Requeue (or fail) one expired lease, re-checking expiry under the write lock. run_after is kept,
@@ -104,7 +104,7 @@ RETURNING *;
 SELECT id, attempt, state FROM jobs INDEXED BY jobs_deadline_idx
  WHERE state IN ('queued', 'rendering')
    AND deadline_at <= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)
- ORDER BY deadline_at LIMIT :limit;
+ ORDER BY deadline_at, id LIMIT :limit;
 
 -- name: fence_cancel
 -- Cancel a job from its observed state and attempt (deadline or request).
@@ -242,7 +242,7 @@ RETURNING *;
 
 -- name: list_api_keys
 -- Keys, optionally of one tenant.
-SELECT * FROM api_keys WHERE (:tenant IS NULL OR tenant = :tenant) ORDER BY created_at;
+SELECT * FROM api_keys WHERE (:tenant IS NULL OR tenant = :tenant) ORDER BY created_at, id;
 
 -- name: bench_fill_finished
 -- Benchmarks only: add :n succeeded jobs (a backlog of finished work) in one statement.

@@ -1,0 +1,213 @@
+"""Per-page structural proof of a vector output against its input, as a pure function over a page range
+(so a long document can be split across processes): page attributes and boxes kept, the original content
+streams kept byte-for-byte inside q/Q, resources unchanged except the one fresh-named mark, the mark the
+expected Artifact Form XObject on exactly the selected pages, and which pages only pixels can prove."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pikepdf
+
+from docfence.core.policy import WatermarkSpec
+from docfence.engines import page_facts as facts
+from docfence.engines.content_proof import PageIndex, Same, stream_list
+from docfence.engines.geometry import PageGeometry, inherited
+from docfence.engines.mark_proof import NAME_PREFIX, ExpectedForms, expected_wrappers, mark_name, scan_content
+
+# Failures are filed under the report check that names what broke.
+GEOMETRY, ANNOTS, PAGE_DICT = "page_geometry", "annotations_and_links", "page_dictionary"
+CONTENT, RESOURCES, FONTS, TEXT = "content_preserved", "resources_preserved", "fonts", "text_preserved"
+MARK = "watermark_structure"
+STRUCTURE_CHECKS = (GEOMETRY, ANNOTS, PAGE_DICT, FONTS, CONTENT, RESOURCES, TEXT, MARK)
+_OWN_KEYS = frozenset({"/Contents", "/Resources", "/Parent"})
+_BOX_KEYS = frozenset({"/MediaBox", "/CropBox", "/BleedBox", "/TrimBox", "/ArtBox", "/Rotate"})
+
+
+@dataclass
+class Pair:
+    """Both files opened, their pages in order, and what the spec asks of each page."""
+
+    src_pages: list[pikepdf.Dictionary]
+    out_pages: list[pikepdf.Dictionary]
+    spec: WatermarkSpec
+    selected: list[bool]
+    src_geos: list[PageGeometry]
+    out_geos: list[PageGeometry]
+    src_index: PageIndex = field(init=False)
+    out_index: PageIndex = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.src_index = facts.page_index(self.src_pages)
+        self.out_index = facts.page_index(self.out_pages)
+
+
+@dataclass
+class RangeFindings:
+    """What the structural checks found on a range of pages (picklable: it crosses process boundaries)."""
+
+    first: int
+    stop: int
+    failures: dict[str, list[str]] = field(default_factory=dict)
+    needs_pixels: dict[int, str] = field(default_factory=dict)  # 0-based page -> why pixels must prove it
+    links: int = 0
+
+    def fail(self, check: str, page: int, message: str) -> None:
+        self.failures.setdefault(check, []).append(f"page {page + 1}: {message}")
+
+
+class _Prover:
+    def __init__(self, pair: Pair) -> None:
+        self.pair = pair
+        self.same = Same(pair.src_index, pair.out_index)
+        self.forms = ExpectedForms(pair.spec)
+        self.form_same = Same()
+
+    def page(self, i: int, found: RangeFindings) -> None:
+        a, b = self.pair.src_pages[i], self.pair.out_pages[i]
+        if self.pair.src_geos[i] != self.pair.out_geos[i] or not self._attributes(i, a, b, found):
+            found.fail(GEOMETRY, i, "page boxes or rotation changed")
+        found.links += len(a.get("/Annots") or []) if isinstance(a.get("/Annots"), pikepdf.Array) else 0
+        src_streams, out_streams = stream_list(a.get("/Contents")), stream_list(b.get("/Contents"))
+        if src_streams is None or out_streams is None:
+            found.fail(CONTENT, i, "content is not a stream or an array of streams")
+            found.fail(TEXT, i, "content cannot be compared")
+            return
+        if self.pair.selected[i]:
+            name = self._marked_content(i, src_streams, out_streams, found)
+            self._resources(i, a, b, name, found)
+            self._occlusion(i, a, src_streams, found)
+        else:
+            if facts.has_watermark(b):
+                found.fail(MARK, i, "watermark unexpected on an unselected page")
+            if len(src_streams) != len(out_streams) or not all(
+                self.same(x, y) for x, y in zip(src_streams, out_streams, strict=False)
+            ):
+                found.fail(CONTENT, i, "content streams changed")
+                found.fail(TEXT, i, "content streams changed")
+            self._resources(i, a, b, None, found)
+
+    def _attributes(self, i: int, a: pikepdf.Dictionary, b: pikepdf.Dictionary, found: RangeFindings) -> bool:
+        """Every page key besides content, resources and the tree link: same value (links by page number).
+        Returns False when a box or /Rotate on the page itself differs (inherited ones: see the geometry)."""
+        keys_a, keys_b = set(a.keys()) - _OWN_KEYS, set(b.keys()) - _OWN_KEYS
+        boxes_same = True
+        for key in sorted(keys_a | keys_b):
+            if key in keys_a and key in keys_b and self.same(a[key], b[key]):
+                continue
+            if key == "/Annots":
+                found.fail(ANNOTS, i, "annotations or links changed")
+            elif key in _BOX_KEYS:
+                boxes_same = False
+            else:
+                found.fail(PAGE_DICT, i, f"page entry {key} changed")
+        return boxes_same
+
+    def _marked_content(
+        self, i: int, src: list[pikepdf.Stream], out: list[pikepdf.Stream], found: RangeFindings
+    ) -> str | None:
+        """[first wrapper, *the page's own streams, last wrapper]; the mark's name when drawn right."""
+        if len(out) != len(src) + 2:
+            found.fail(MARK, i, "watermark missing or content layout changed (structure)")
+            if not self._contains_run(src, out):
+                found.fail(CONTENT, i, "content streams changed")
+                found.fail(TEXT, i, "content streams changed")
+            return None
+        if not all(self.same(x, y) for x, y in zip(src, out[1:-1], strict=True)):
+            found.fail(CONTENT, i, "original content streams changed")
+            found.fail(TEXT, i, "original content streams changed")
+        first, last = out[0].read_bytes(), out[-1].read_bytes()
+        name = mark_name(first, last)
+        if name is None or (first, last) != expected_wrappers(self.pair.spec, name):
+            found.fail(MARK, i, "watermark wrapper is not the expected q/Q-isolated Artifact (structure)")
+            return None
+        return name
+
+    def _contains_run(self, src: list[pikepdf.Stream], out: list[pikepdf.Stream]) -> bool:
+        """The page's own streams appear, in order and unchanged, somewhere in the output's list."""
+        return any(
+            all(self.same(x, y) for x, y in zip(src, out[k : k + len(src)], strict=True))
+            for k in range(len(out) - len(src) + 1)
+        )
+
+    def _resources(
+        self, i: int, a: pikepdf.Dictionary, b: pikepdf.Dictionary, name: str | None, found: RangeFindings
+    ) -> None:
+        """Output resources = input resources (inherited ones included) + the fresh-named mark form."""
+        ra, rb = inherited(a, "/Resources"), inherited(b, "/Resources")
+        ra = ra if isinstance(ra, pikepdf.Dictionary) else pikepdf.Dictionary()
+        rb = rb if isinstance(rb, pikepdf.Dictionary) else pikepdf.Dictionary()
+        marked = self.pair.selected[i]
+        keys = set(ra.keys()) | set(rb.keys()) | ({"/XObject"} if marked else set())
+        for key in sorted(keys):
+            if key == "/XObject" and marked:
+                self._xobjects(i, ra.get("/XObject"), rb.get("/XObject"), name, found)
+            elif not (key in ra and key in rb and self.same(ra[key], rb[key])):
+                found.fail(RESOURCES, i, f"resource {key} changed")
+                found.fail(TEXT, i, f"resource {key} changed")
+                if key == "/Font":
+                    found.fail(FONTS, i, "fonts changed")
+
+    def _xobjects(self, i: int, xa: Any, xb: Any, name: str | None, found: RangeFindings) -> None:
+        """The input's XObjects unchanged plus one fresh mark name (when the wrappers were unreadable, a
+        lone added mark-prefixed name is let through here: the mark check has already failed)."""
+        xa = xa if isinstance(xa, pikepdf.Dictionary) else pikepdf.Dictionary()
+        xb = xb if isinstance(xb, pikepdf.Dictionary) else pikepdf.Dictionary()
+        added = set(xb.keys()) - set(xa.keys())
+        allowed = {name} if name else {k for k in added if k.startswith(NAME_PREFIX)}
+        kept = all(k in xb and self.same(xa[k], xb[k]) for k in xa)
+        if len(allowed) > 1 or not added <= allowed or not kept:
+            found.fail(RESOURCES, i, "resource /XObject changed")
+            found.fail(TEXT, i, "resource /XObject changed")
+        if name is None:
+            return
+        if name in xa:
+            found.fail(MARK, i, "the mark's resource name is not fresh")
+            return
+        expected = self.forms.form(self.pair.src_geos[i])
+        if name not in xb or not self.form_same(expected, xb[name]):
+            found.fail(MARK, i, "the mark form is not the expected one for this page geometry")
+
+    def _occlusion(
+        self, i: int, a: pikepdf.Dictionary, src: list[pikepdf.Stream], found: RangeFindings
+    ) -> None:
+        """Structure proves the mark visible only when nothing can draw over it; else pixels must."""
+        underlay = self.pair.spec.layer == "underlay"
+        scan = scan_content(src, paints_wanted=underlay)
+        if not scan.balanced:
+            found.needs_pixels[i] = "page content q/Q balance not provable by structure"
+        elif underlay and scan.paints:
+            found.needs_pixels[i] = "page content paints over the underlay"
+        elif _has_appearances(a):
+            found.needs_pixels[i] = "annotation appearances are drawn above the mark"
+
+
+def _has_appearances(page: pikepdf.Dictionary) -> bool:
+    annots = page.get("/Annots")
+    if not isinstance(annots, pikepdf.Array):
+        return False
+    return any(isinstance(x, pikepdf.Dictionary) and "/AP" in x for x in annots)
+
+
+def prove_range(pair: Pair, first: int, stop: int) -> RangeFindings:
+    """Structural proof of pages [first, stop) (0-based); pure: reads `pair`, returns findings."""
+    found = RangeFindings(first, stop)
+    prover = _Prover(pair)
+    for i in range(first, stop):
+        prover.page(i, found)
+    return found
+
+
+def merge(parts: list[RangeFindings]) -> RangeFindings:
+    parts = sorted(parts, key=lambda p: p.first)
+    total = RangeFindings(parts[0].first if parts else 0, parts[-1].stop if parts else 0)
+    for part in parts:
+        for check, messages in part.failures.items():
+            total.failures.setdefault(check, []).extend(messages)
+        total.needs_pixels.update(part.needs_pixels)
+        total.links += part.links
+    return total
+
+
+__all__ = ["STRUCTURE_CHECKS", "Pair", "RangeFindings", "merge", "prove_range"]

@@ -1,0 +1,78 @@
+"""Split a page range across forked processes (copy-on-write: the opened documents are not re-read), the
+calling process taking the last part. The one place validation goes parallel; swap it for a pool here.
+
+A forked part that dies or answers nothing is reported as `None` for its range: the caller fails closed.
+Forked parts get a parent-death signal, so none outlives a killed caller."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import pickle
+import signal
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+_PR_SET_PDEATHSIG = 1
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def split(count: int, parts: int) -> list[tuple[int, int]]:
+    """[first, stop) ranges covering 0..count in `parts` near-equal pieces (fewer when count is small)."""
+    parts = max(1, min(parts, count))
+    bounds = [round(count * k / parts) for k in range(parts + 1)]
+    return [(bounds[k], bounds[k + 1]) for k in range(parts) if bounds[k] < bounds[k + 1]]
+
+
+def _die_with_parent() -> None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the part still ends with its (short) work
+        pass
+
+
+def _child(fn: Callable[[int, int], T], first: int, stop: int, write_fd: int) -> None:
+    code = 1
+    try:
+        _die_with_parent()
+        payload = pickle.dumps(fn(first, stop))
+        with os.fdopen(write_fd, "wb") as pipe:
+            pipe.write(payload)
+        code = 0
+    finally:
+        os._exit(code)
+
+
+def map_ranges(fn: Callable[[int, int], T], ranges: list[tuple[int, int]]) -> list[T | None]:
+    """fn(first, stop) for each range; all but the last run in forked children, in parallel."""
+    if len(ranges) <= 1 or not hasattr(os, "fork"):
+        return [fn(first, stop) for first, stop in ranges]
+    children: list[tuple[int, int]] = []
+    for first, stop in ranges[:-1]:
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read_fd)
+            _child(fn, first, stop, write_fd)
+        os.close(write_fd)
+        children.append((pid, read_fd))
+    own = fn(*ranges[-1])
+    results: list[T | None] = []
+    for pid, read_fd in children:
+        with os.fdopen(read_fd, "rb") as pipe:
+            payload = pipe.read()
+        _, status = os.waitpid(pid, 0)
+        ok = os.waitstatus_to_exitcode(status) == 0 and payload
+        results.append(pickle.loads(payload) if ok else None)
+    return [*results, own]
+
+
+__all__ = ["map_ranges", "split", "usable_cores"]

@@ -1,0 +1,110 @@
+"""The residue check: an independent scan of a finished PDF proving nothing of the stripped kinds is left.
+
+It does not follow the sanitiser's walk; it reads every object reachable from the trailer (where a writer
+puts everything it keeps), so an item in a place the sanitiser does not visit still shows up here and
+fails validation instead of leaving the organisation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pikepdf
+
+from docfence.core.policy import SanitizePolicy
+from docfence.engines.sanitize_kinds import (
+    ACTIVE_ACTIONS,
+    CATALOG_KEYS,
+    DICT,
+    HIDDEN_KEYS,
+    MEDIA_ANNOTATIONS,
+    Finding,
+    stripped_kinds,
+)
+
+_MAX_NODES = 5_000_000
+_MAX_FAILURES = 10
+
+
+def find_residue(pdf: pikepdf.Pdf, policy: SanitizePolicy) -> list[Finding]:
+    """Every item of a kind `policy` strips that is still reachable in `pdf` (empty: the output is clean)."""
+    wanted = stripped_kinds(policy)
+    found: list[Finding] = []
+    info = pdf.trailer.get("/Info")
+    if "info_metadata" in wanted and isinstance(info, pikepdf.Dictionary) and info.keys():
+        found.append(Finding("info_metadata", "trailer /Info"))
+    if "private_data" in wanted:
+        found += [Finding("private_data", f"catalog {k}") for k in pdf.Root if k not in CATALOG_KEYS]
+    seen: set[tuple[int, int]] = set()
+    stack: list[tuple[pikepdf.Object, str]] = [(pdf.Root, "catalog")]
+    steps = 0
+    while stack and steps < _MAX_NODES:
+        steps += 1
+        node, where = stack.pop()
+        if isinstance(node, pikepdf.Array):
+            stack.extend((v, where) for v in node if _container(v))
+            continue
+        if not isinstance(node, pikepdf.Dictionary | pikepdf.Stream):
+            continue
+        if node.is_indirect:
+            if node.objgen in seen:
+                continue
+            seen.add(node.objgen)
+            where = f"object {node.objgen[0]}"
+        found += [Finding(kind, where) for kind in _kinds(node) if kind in wanted]
+        for key, value in node.items():
+            if _container(value) and not _is_kept_link_uri(node, key, wanted):
+                stack.append((value, where))
+    if stack:
+        found.append(Finding("unscanned", "the document is too large to scan completely"))
+    return found
+
+
+def _container(value: pikepdf.Object) -> bool:
+    return isinstance(value, pikepdf.Dictionary | pikepdf.Array | pikepdf.Stream)
+
+
+def _is_kept_link_uri(node: pikepdf.Object, key: str, wanted: frozenset[str]) -> bool:
+    """The plain URI action of a link annotation, when links keep their URIs, is not residue."""
+    if key != "/A" or "link_uri" in wanted or node.get("/Subtype") != pikepdf.Name.Link:
+        return False
+    action = node.get("/A")
+    return isinstance(action, pikepdf.Dictionary) and action.get("/S") == pikepdf.Name.URI \
+        and "/Next" not in action
+
+
+def _kinds(node: pikepdf.Object) -> list[str]:
+    """Kinds `node` holds; keys are judged by the type of their value, since structure role maps and
+    similar name-keyed dictionaries may use any name as a key."""
+    kinds = []
+    kind = ACTIVE_ACTIONS.get(str(node.get("/S", "")))
+    if kind:
+        kinds.append(kind)
+    if isinstance(node.get("/JS"), pikepdf.String | pikepdf.Stream) or _is(node, "/JavaScript", DICT):
+        kinds.append("javascript")
+    if node.get("/Type") == pikepdf.Name.EmbeddedFile or _is(node, "/EF", DICT) \
+            or _is(node, "/EmbeddedFiles", DICT):
+        kinds.append("embedded_file")
+    subtype = str(node.get("/Subtype", ""))
+    if subtype == "/FileAttachment" and "/FS" in node:
+        kinds.append("embedded_file")
+    if subtype in MEDIA_ANNOTATIONS or _is(node, "/RichMediaContent", DICT):
+        kinds.append("rich_media")
+    if _is(node, "/XFA", pikepdf.Stream | pikepdf.Array):
+        kinds.append("xfa")
+    for key, kind, types in HIDDEN_KEYS:
+        if _is(node, key, types):
+            kinds.append(kind)
+    return list(dict.fromkeys(kinds))
+
+
+def _is(node: pikepdf.Object, key: str, types: Any) -> bool:
+    return isinstance(node.get(key), types)
+
+
+def residue_check(output: pikepdf.Pdf, policy: SanitizePolicy) -> dict[str, Any]:
+    """The validator's check entry: ok when nothing of a stripped kind is left in the output."""
+    left = find_residue(output, policy)
+    failures = [f"{f.kind} left at {f.where}" for f in left[:_MAX_FAILURES]]
+    kinds = sorted(stripped_kinds(policy))
+    return {"name": "sanitised", "ok": not left, "failures": failures, "kinds": kinds}

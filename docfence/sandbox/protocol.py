@@ -1,0 +1,44 @@
+"""What crosses the sandbox's sockets: small JSON messages on SOCK_SEQPACKET (one send = one message),
+a job's socket handed to the zygote with SCM_RIGHTS, and the parent-death signal both ends rely on."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import socket
+from typing import Any
+
+MAX_MESSAGE = 64 * 1024  # control and job messages are small; documents travel as files
+_PR_SET_PDEATHSIG = 1
+
+
+def send(sock: socket.socket, message: dict[str, Any], fds: list[int] | None = None) -> None:
+    data = json.dumps(message, separators=(",", ":")).encode("utf-8")
+    if len(data) > MAX_MESSAGE:
+        raise ValueError("sandbox message too large")
+    if fds:
+        socket.send_fds(sock, [data], fds)
+    else:
+        sock.send(data)
+
+
+def receive(sock: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
+    """(message, fds); (None, []) at end of stream."""
+    data, fds, _flags, _addr = socket.recv_fds(sock, MAX_MESSAGE, 4)
+    if not data:
+        for fd in fds:
+            os.close(fd)
+        return None, []
+    return json.loads(data), list(fds)
+
+
+def die_with_parent(expected_parent: int) -> None:
+    """SIGKILL this process when its parent dies (Linux prctl); exit now if the parent is already gone
+    (the death happened between fork/exec and this call)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != expected_parent:
+        os._exit(70)

@@ -1,0 +1,239 @@
+"""The parent's side of the sandbox: starts (and restarts) the zygote, hands it tasks, enforces each
+task's wall-clock budget, cancels on request, and turns every ending into an Outcome (outcomes.py).
+
+Thread-safe: many threads may run tasks at once (one render process each). The parent is the only
+side that holds leases or talks to the store; `heartbeat` is called while a task runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import secrets
+import selectors
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from docfence.core.clock import monotonic
+from docfence.core.policy import JobPolicy
+from docfence.sandbox import protocol
+from docfence.sandbox.outcomes import Outcome, from_answer, from_exit
+from docfence.sandbox.work import KINDS
+
+log = logging.getLogger("docfence.sandbox")
+
+START_TIMEOUT_S = 300.0  # imports + warm-up on a loaded machine; a hang here is a broken install
+KILL_GRACE_S = 30.0  # after a kill request, how long the zygote has to report the exit
+
+
+@dataclass(frozen=True)
+class Task:
+    kind: str  # watermark | report | provider_check
+    input_path: Path
+    output_path: Path
+    policy: JobPolicy
+    password: str | None = None
+    fsync: bool = False  # the output is published from this file as is (the CLI)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown sandbox task kind {self.kind!r}")
+
+
+class SandboxUnavailable(RuntimeError):
+    """The zygote could not be started."""
+
+
+class Sandbox:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._control: socket.socket | None = None
+        self.starts = 0  # how many zygotes this sandbox started (1 + restarts)
+
+    @property
+    def zygote_pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def start(self) -> None:
+        with self._lock:
+            self._ensure_zygote()
+
+    def close(self) -> None:
+        """Stop the zygote; it kills any render process still running."""
+        with self._lock:
+            self._stop_zygote()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def run(self, task: Task, *, cancel: Callable[[], bool] | None = None,
+            heartbeat: Callable[[], object] | None = None, heartbeat_interval_s: float = 5.0) -> Outcome:
+        """Run `task` in a fresh render process. `cancel()` true: kill it, outcome `canceled`.
+        `heartbeat()` is called every interval while it runs; what it raises kills the task and
+        propagates (e.g. LeaseLost). Never raises for anything the render process does."""
+        answer = Path(f"{task.output_path}.answer")
+        answer.unlink(missing_ok=True)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        token = secrets.token_hex(8)
+        try:
+            with theirs:
+                if not self._hand_over(token, theirs, task, answer):
+                    return from_exit(None, killed_for=None)
+            return _Watch(self, ours, token, task, answer, cancel, heartbeat, heartbeat_interval_s).wait()
+        finally:
+            ours.close()
+            answer.unlink(missing_ok=True)
+
+    def _hand_over(self, token: str, theirs: socket.socket, task: Task, answer: Path) -> bool:
+        limits = task.policy.limits
+        size = task.input_path.stat().st_size if task.input_path.exists() else 0
+        request = {
+            "kind": task.kind, "input": str(task.input_path), "output": str(task.output_path),
+            "answer": str(answer), "policy": task.policy.to_dict(), "password": task.password,
+            "fsync": task.fsync, "memory_mb": limits.render_memory_mb,
+            "cpu_s": int(limits.render_budget_s(input_bytes=size, pages=limits.max_pages)) + 1,
+        }
+        message = {"op": "run", "token": token, "request": request}
+        with self._lock:
+            for _ in range(2):  # a zygote that died since the last task is restarted once
+                try:
+                    control = self._ensure_zygote()
+                    protocol.send(control, message, [theirs.fileno()])
+                    return True
+                except SandboxUnavailable:
+                    log.exception("the sandbox zygote could not start")
+                    return False
+                except OSError:
+                    log.warning("the sandbox zygote is gone; restarting it")
+                    self._stop_zygote()
+        return False
+
+    def kill(self, token: str) -> None:
+        with self._lock:
+            if self._control is not None:
+                with contextlib.suppress(OSError):
+                    protocol.send(self._control, {"op": "kill", "token": token})
+
+    def _ensure_zygote(self) -> socket.socket:
+        if self._proc is not None and self._proc.poll() is None and self._control is not None:
+            return self._control
+        self._stop_zygote()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with theirs:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "docfence.sandbox.zygote", "--parent", str(os.getpid()),
+                 "--fd", str(theirs.fileno())],
+                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, close_fds=True,
+            )
+        self._control = ours
+        self.starts += 1
+        sel = selectors.DefaultSelector()
+        sel.register(ours, selectors.EVENT_READ)
+        ready = sel.select(START_TIMEOUT_S)
+        sel.close()
+        message = protocol.receive(ours)[0] if ready else None
+        if message is None or "ready" not in message:
+            self._stop_zygote()
+            raise SandboxUnavailable("the sandbox zygote did not start")
+        log.info("sandbox zygote ready (pid %s)", self._proc.pid)
+        return ours
+
+    def _stop_zygote(self) -> None:
+        if self._control is not None:
+            self._control.close()  # end of stream: the zygote kills its children and exits
+            self._control = None
+        if self._proc is not None:
+            try:
+                self._proc.wait(timeout=KILL_GRACE_S)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+            self._proc = None
+
+
+class _Watch:
+    """Waits on one task's socket: pid, page count (extends the budget), answer or exit."""
+
+    def __init__(self, sandbox: Sandbox, sock: socket.socket, token: str, task: Task, answer: Path,
+                 cancel: Callable[[], bool] | None, heartbeat: Callable[[], object] | None,
+                 heartbeat_interval_s: float) -> None:
+        self.sandbox, self.sock, self.token, self.task, self.answer = sandbox, sock, token, task, answer
+        self.cancel, self.heartbeat, self.interval = cancel, heartbeat, heartbeat_interval_s
+        self.size = task.input_path.stat().st_size if task.input_path.exists() else 0
+        self.started = monotonic()
+        self.deadline = self.started + task.policy.limits.render_budget_s(input_bytes=self.size)
+        self.killed_for: str | None = None
+        self.killed_at = 0.0
+        self.next_beat = self.started + heartbeat_interval_s
+
+    def wait(self) -> Outcome:
+        sel = selectors.DefaultSelector()
+        sel.register(self.sock, selectors.EVENT_READ)
+        try:
+            while True:
+                if sel.select(self._timeout()):
+                    message, fds = protocol.receive(self.sock)
+                    for fd in fds:
+                        os.close(fd)
+                    outcome = self._on_message(message)
+                    if outcome is not None:
+                        return outcome
+                self._check_time()
+        except BaseException:
+            self.sandbox.kill(self.token)  # e.g. LeaseLost from the heartbeat: the work is void
+            raise
+        finally:
+            sel.close()
+
+    def _timeout(self) -> float:
+        now = monotonic()
+        ends = [self.deadline, self.next_beat] if self.heartbeat else [self.deadline]
+        if self.killed_for is not None:
+            ends = [self.killed_at + KILL_GRACE_S]
+        wait = max(0.0, min(ends) - now)
+        return min(wait, 0.05) if self.cancel is not None else wait  # cancel() is polled
+
+    def _on_message(self, message: dict[str, object] | None) -> Outcome | None:
+        if message is None:  # the zygote died with the task (its children die with it)
+            return from_exit(None, killed_for=self.killed_for)
+        if "pages" in message and self.killed_for is None:
+            pages = int(message["pages"])  # type: ignore[call-overload]
+            limits = self.task.policy.limits
+            self.deadline = self.started + limits.render_budget_s(input_bytes=self.size, pages=pages)
+        elif "answered" in message:
+            try:
+                return from_answer(json.loads(self.answer.read_text("utf-8")))
+            except (OSError, ValueError, TypeError):
+                return from_exit(None, killed_for=self.killed_for)
+        elif "exit" in message:
+            return from_exit(int(message["exit"]), killed_for=self.killed_for)  # type: ignore[call-overload]
+        return None
+
+    def _check_time(self) -> None:
+        now = monotonic()
+        if self.killed_for is not None:
+            if now > self.killed_at + KILL_GRACE_S:
+                raise SandboxUnavailable("the zygote did not report a killed render process")
+            return
+        if self.cancel is not None and self.cancel():
+            self._kill("canceled")
+        elif now >= self.deadline:
+            self._kill("wall_clock")
+        elif self.heartbeat is not None and now >= self.next_beat:
+            self.next_beat = now + self.interval
+            self.heartbeat()
+
+    def _kill(self, why: str) -> None:
+        self.killed_for, self.killed_at = why, monotonic()
+        self.sandbox.kill(self.token)

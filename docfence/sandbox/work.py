@@ -1,0 +1,94 @@
+"""What a render process does with one task: bytes in (a file), bytes out (a file), an Outcome.
+
+Runs only inside a freshly forked child of the zygote; it never talks to the store or the network.
+Task kinds: "watermark" (engines.process), "report" (a frozen template version + data), and
+"provider_check" (a provider's PDF: watermarked and validated when the policy has a mark, else opened).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from docfence.core.clock import monotonic
+from docfence.core.errors import MalformedPdf, NoPages, NotAPdf
+from docfence.core.policy import JobPolicy, Kind
+from docfence.sandbox.outcomes import Outcome, from_exception
+
+KINDS = ("watermark", "report", "provider_check")
+
+
+def run_task(request: dict[str, Any], on_pages: Callable[[int], None]) -> Outcome:
+    """Do the task described by `request`; every exception becomes a coded outcome (outcomes.py)."""
+    from docfence.worker.faults import fault_point  # the test hook; inert unless DOCFENCE_FAULTS is set
+
+    try:
+        fault_point("render")
+        policy = JobPolicy.from_dict(request["policy"])
+        data = Path(request["input"]).read_bytes()
+        started = monotonic()
+        output, pages, validation = _dispatch(request["kind"], data, policy, request.get("password"),
+                                              on_pages)
+        engine_s = monotonic() - started
+        _write(request["output"], output, fsync=bool(request.get("fsync")))
+        return Outcome(True, pages=pages, validation=validation, engine_s=engine_s)
+    except BaseException as exc:  # every failure must become an answer, never a hang
+        return from_exception(exc)
+
+
+def _dispatch(kind: str, data: bytes, policy: JobPolicy, password: str | None,
+              on_pages: Callable[[int], None]) -> tuple[bytes, int, dict[str, Any]]:
+    from docfence import engines
+
+    if kind == "watermark":
+        result = engines.process(data, policy, password=password, on_pages=on_pages)
+        return result.output, result.pages, result.validation
+    if kind == "report":
+        from docfence.engines.report_job import render_report_job
+
+        result = render_report_job(data, policy)
+        return result.output, result.pages, result.validation
+    if kind == "provider_check":
+        return _provider_check(data, policy, on_pages)
+    raise ValueError(f"unknown sandbox task kind {kind!r}")
+
+
+def _provider_check(data: bytes, policy: JobPolicy,
+                    on_pages: Callable[[int], None]) -> tuple[bytes, int, dict[str, Any]]:
+    """A provider's PDF is untrusted input like any upload."""
+    from docfence import engines
+    from docfence.engines.report_job import opens_checks
+
+    if not data.startswith(b"%PDF-"):
+        raise NotAPdf("the provider's output is not a PDF")
+    if policy.watermark is not None:
+        result = engines.process(data, policy.evolve(kind=Kind.WATERMARK), on_pages=on_pages)
+        return result.output, result.pages, result.validation
+    pages = _page_count(data)
+    return data, pages, {"ok": True, "mode": "provider", "pages": pages, "checks": opens_checks(pages)}
+
+
+def _page_count(data: bytes) -> int:
+    import pypdfium2
+
+    try:
+        doc = pypdfium2.PdfDocument(data)
+    except pypdfium2.PdfiumError as exc:
+        raise MalformedPdf("the provider's output does not open") from exc
+    try:
+        pages = len(doc)
+    finally:
+        doc.close()
+    if pages < 1:
+        raise NoPages()
+    return pages
+
+
+def _write(path: str, data: bytes, *, fsync: bool) -> None:
+    with open(path, "wb") as fh:
+        fh.write(data)
+        if fsync:
+            fh.flush()
+            os.fsync(fh.fileno())

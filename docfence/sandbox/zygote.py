@@ -1,0 +1,204 @@
+"""The warm zygote: imported the engines, parsed the fonts and ran a sample job once, then forks one
+fresh child per task (copy-on-write, no imports in the child) and reports each child's end.
+
+Started by `Sandbox` as its own interpreter: `python -m docfence.sandbox.zygote --parent PID --fd N`,
+N being its end of the control socket. Single-threaded on purpose (fork and threads do not mix).
+Control messages: {"op": "run", "token", "request"} with the task's socket attached, {"op": "kill",
+"token"}. On a task's socket it sends {"pid"} after the fork and {"exit": wait status} after reaping;
+the child itself sends {"pages"} and {"answered"}. It dies with its parent (PR_SET_PDEATHSIG), and
+its children die with it, so no render process outlives the process that asked for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import os
+import resource
+import secrets
+import selectors
+import signal
+import socket
+import stat
+import sys
+from typing import Any
+
+from docfence.sandbox import protocol
+
+
+class Zygote:
+    def __init__(self, control: socket.socket) -> None:
+        self.control = control
+        self.children: dict[int, tuple[str, socket.socket]] = {}  # pid -> (token, task socket)
+        self.by_token: dict[str, int] = {}
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
+        os.set_blocking(self._wake_r, False)
+
+    def serve(self) -> None:
+        signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so the wake-up fd is written
+        signal.set_wakeup_fd(self._wake_w)
+        sel = selectors.DefaultSelector()
+        sel.register(self.control, selectors.EVENT_READ, "control")
+        sel.register(self._wake_r, selectors.EVENT_READ, "sigchld")
+        protocol.send(self.control, {"ready": os.getpid()})
+        while True:
+            for key, _ in sel.select():
+                if key.data == "sigchld":
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(self._wake_r, 4096)
+                    self._reap()
+                elif not self._control():
+                    self._shutdown()
+                    return
+
+    def _control(self) -> bool:
+        try:
+            message, fds = protocol.receive(self.control)
+        except (ConnectionError, OSError):
+            return False
+        if message is None:
+            return False
+        if message.get("op") == "run" and len(fds) == 1:
+            self._fork(message["token"], socket.socket(fileno=fds[0]), message["request"])
+        elif message.get("op") == "kill":
+            pid = self.by_token.get(message.get("token", ""))
+            if pid is not None:  # not reaped yet, so the pid is still this child's
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        else:
+            for fd in fds:
+                os.close(fd)
+        return True
+
+    def _fork(self, token: str, task: socket.socket, request: dict[str, Any]) -> None:
+        pid = os.fork()
+        if pid == 0:
+            _child(task, request, os.getppid())  # never returns
+        self.children[pid] = (token, task)
+        self.by_token[token] = pid
+        with contextlib.suppress(OSError):
+            protocol.send(task, {"pid": pid})
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            token, task = self.children.pop(pid, ("", None))
+            self.by_token.pop(token, None)
+            if task is not None:
+                with contextlib.suppress(OSError):
+                    protocol.send(task, {"exit": status})
+                task.close()
+
+    def _shutdown(self) -> None:
+        for pid in list(self.children):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in list(self.children):
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+
+
+def _child(task: socket.socket, request: dict[str, Any], zygote: int) -> None:
+    """In the fresh child: drop the zygote's handlers and descriptors, set limits, work, answer, exit."""
+    code = 0
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        protocol.die_with_parent(zygote)
+        _close_other_fds(keep={0, 1, 2, task.fileno()})
+        _limit(request["memory_mb"], request["cpu_s"])
+        from docfence.sandbox.work import run_task
+
+        outcome = run_task(request, lambda pages: protocol.send(task, {"pages": pages}))
+        answer = {**outcome.to_message(), "process": {"pid": os.getpid(), "token": secrets.token_hex(8)}}
+        _write_answer(request["answer"], answer)
+        protocol.send(task, {"answered": True})
+    except BaseException:  # no answer: the parent maps the exit to render_crashed
+        code = 70
+    finally:
+        os._exit(code)  # never run the zygote's atexit handlers or flush its buffers
+
+
+def _write_answer(path: str, answer: dict[str, Any]) -> None:
+    import json
+
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(answer, fh)
+
+
+def _close_other_fds(keep: set[int]) -> None:
+    """The control socket, the wake-up pipe and other tasks' sockets stay out of reach of this task's
+    document. Regular files stay open: the warm fonts are read lazily from their (read-only) files."""
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd in keep:
+            continue
+        with contextlib.suppress(OSError):
+            if stat.S_ISSOCK(os.fstat(fd).st_mode) or stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.close(fd)
+
+
+def _limit(memory_mb: int, cpu_s: int) -> None:
+    """RLIMIT_AS: what the warm process already maps plus the job's own memory; RLIMIT_CPU: SIGXCPU at
+    the budget (mapped to render_resource_exceeded), SIGKILL a second later."""
+    mapped = _vm_size_bytes()
+    limit = mapped + memory_mb * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
+
+
+def _vm_size_bytes() -> int:
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def warm() -> None:
+    """Everything that can be done before any document is seen: imports, fonts, the watermark layer
+    and pdfium's own initialisation, by running a generated sample (no user data) through the engines."""
+    import pikepdf  # noqa: F401
+    import PIL.Image  # noqa: F401
+    import pypdfium2  # noqa: F401
+
+    from docfence import engines
+    from docfence.core.policy import JobPolicy, Mode
+    from docfence.engines import report_job, samples  # noqa: F401
+    from docfence.engines.outline_text import available_fonts
+    from docfence.sandbox import work  # noqa: F401
+
+    for font in available_fonts():  # character maps and glyph sets parsed once, shared by every child
+        font.getBestCmap()
+        font.getGlyphSet()
+    sample = samples.links()
+    for mode in (Mode.VECTOR, Mode.RASTER):
+        with contextlib.suppress(Exception):  # a broken engine shows up in the first real job, coded
+            engines.process(sample, JobPolicy(mode=mode, dpi=72))
+    gc.collect()
+    gc.freeze()  # the warm heap is shared copy-on-write; the children's collections skip it
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="docfence.sandbox.zygote")
+    parser.add_argument("--parent", type=int, required=True)
+    parser.add_argument("--fd", type=int, required=True)
+    args = parser.parse_args(argv)
+    protocol.die_with_parent(args.parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it ends us
+    control = socket.socket(fileno=args.fd)
+    warm()
+    Zygote(control).serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

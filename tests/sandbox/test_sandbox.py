@@ -1,0 +1,178 @@
+"""The sandbox with a real zygote and real render processes: one process per task, the outcome mapping,
+limits, cancellation, a zygote that dies. Hang guards only, never a timing assertion."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from docfence.core.errors import ConfigError, EngineError, RenderCrashed
+from docfence.core.policy import JobPolicy, Limits, Mode
+from docfence.engines import samples
+from docfence.sandbox import Outcome, Sandbox, Task
+from docfence.sandbox.outcomes import from_exception, from_exit
+from docfence.testing.procs import wait_for
+from docfence.testing.proctree import children, render_processes, running
+
+HANG_GUARD_S = 120  # generous: the machine is shared; an expiry means a hang, not slowness
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[Sandbox]:
+    with Sandbox() as shared:
+        shared.start()
+        yield shared
+
+
+@pytest.fixture
+def stalling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sandbox]:
+    """A sandbox whose render processes stall at the `render` fault point until killed."""
+    monkeypatch.setenv("DOCFENCE_FAULTS", "render=sleep:3600")
+    monkeypatch.setenv("DOCFENCE_FAULTS_DIR", str(tmp_path))
+    with Sandbox() as stalled:
+        stalled.start()
+        yield stalled
+
+
+def _input(tmp_path: Path, data: bytes, name: str = "in.pdf") -> Path:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+def _run_in_thread(sandbox: Sandbox, task: Task, **kwargs: object) -> tuple[threading.Thread, list[Outcome]]:
+    result: list[Outcome] = []
+    thread = threading.Thread(target=lambda: result.append(sandbox.run(task, **kwargs)))  # type: ignore[arg-type]
+    thread.start()
+    return thread, result
+
+
+def _render_process(sandbox: Sandbox) -> int:
+    assert sandbox.zygote_pid is not None
+    found: list[int] = wait_for(lambda: render_processes(sandbox.zygote_pid or 0), HANG_GUARD_S,
+                                "a render process")
+    return found[0]
+
+
+def test_two_jobs_never_share_a_render_process(sandbox: Sandbox, tmp_path: Path) -> None:
+    src = _input(tmp_path, samples.links())
+    first = sandbox.run(Task("watermark", src, tmp_path / "a.pdf", JobPolicy()))
+    second = sandbox.run(Task("watermark", src, tmp_path / "b.pdf", JobPolicy()))
+    assert first.ok and second.ok, (first, second)
+    assert first.process["pid"] != second.process["pid"]
+    assert first.process["token"] != second.process["token"]
+    assert sandbox.zygote_pid not in (first.process["pid"], second.process["pid"])
+    # the first render process is gone for good: it could not serve a later job
+    wait_for(lambda: not running(first.process["pid"]), HANG_GUARD_S, "the first render process to end")
+    assert (tmp_path / "a.pdf").read_bytes().startswith(b"%PDF-")
+
+
+def test_a_coded_document_error_keeps_its_code(sandbox: Sandbox, tmp_path: Path) -> None:
+    outcome = sandbox.run(Task("watermark", _input(tmp_path, b"not a pdf"), tmp_path / "o.pdf", JobPolicy()))
+    assert (outcome.ok, outcome.error_code, outcome.retryable) == (False, "not_a_pdf", False)
+
+
+def test_an_engine_bug_is_engine_error_not_a_resource_limit() -> None:
+    outcome = from_exception(ValueError("Crop exceeds page dimensions"))
+    assert (outcome.error_code, outcome.retryable) == (EngineError.code, False)
+    assert from_exception(ConfigError("bad")).error_code == "config_invalid"
+    assert from_exception(MemoryError()).error_code == "render_resource_exceeded"
+
+
+def test_exit_mapping() -> None:
+    assert from_exit(signal.SIGKILL, killed_for=None).error_code == RenderCrashed.code
+    assert from_exit(signal.SIGKILL, killed_for=None).retryable
+    assert from_exit(signal.SIGXCPU, killed_for=None).error_code == "render_resource_exceeded"
+    assert from_exit(signal.SIGKILL, killed_for="wall_clock").error_code == "render_resource_exceeded"
+    assert from_exit(signal.SIGKILL, killed_for="canceled").canceled
+    assert from_exit(None, killed_for=None).error_code == RenderCrashed.code
+
+
+def test_sigkill_of_a_render_process_fails_its_own_task_only(stalling: Sandbox, tmp_path: Path) -> None:
+    src = _input(tmp_path, samples.links())
+    thread, result = _run_in_thread(stalling, Task("watermark", src, tmp_path / "o.pdf", JobPolicy()))
+    victim = _render_process(stalling)
+    zygote = stalling.zygote_pid
+    import os
+
+    os.kill(victim, signal.SIGKILL)
+    thread.join(HANG_GUARD_S)
+    assert result and (result[0].error_code, result[0].retryable) == ("render_crashed", True)
+    assert stalling.zygote_pid == zygote and zygote is not None and running(zygote)  # the zygote lives on
+
+
+def test_wall_clock_budget_kills_the_render_process(stalling: Sandbox, tmp_path: Path) -> None:
+    tight = JobPolicy(limits=Limits(render_base_s=0.2, render_per_mb_s=0.1, render_timeout_s=0.5))
+    outcome = stalling.run(Task("watermark", _input(tmp_path, samples.links()), tmp_path / "o.pdf", tight))
+    assert (outcome.error_code, outcome.retryable) == ("render_resource_exceeded", False)
+    assert "time budget" in (outcome.error_message or "")
+    assert stalling.zygote_pid is not None
+    wait_for(lambda: not children(stalling.zygote_pid or 0), HANG_GUARD_S, "the killed process to go")
+
+
+def test_cancel_kills_and_records_nothing(stalling: Sandbox, tmp_path: Path) -> None:
+    stop = threading.Event()
+    src = _input(tmp_path, samples.links())
+    thread, result = _run_in_thread(stalling, Task("watermark", src, tmp_path / "o.pdf", JobPolicy()),
+                                    cancel=stop.is_set)
+    _render_process(stalling)
+    stop.set()
+    thread.join(HANG_GUARD_S)
+    assert result and result[0].canceled and not result[0].ok
+
+
+def test_a_dead_zygote_fails_its_running_task_and_is_restarted(stalling: Sandbox, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    src = _input(tmp_path, samples.links())
+    thread, result = _run_in_thread(stalling, Task("watermark", src, tmp_path / "o.pdf", JobPolicy()))
+    victim = _render_process(stalling)
+    import os
+
+    assert stalling.zygote_pid is not None
+    monkeypatch.delenv("DOCFENCE_FAULTS")  # the restarted zygote's children run normally
+    os.kill(stalling.zygote_pid, signal.SIGKILL)
+    thread.join(HANG_GUARD_S)
+    assert result and result[0].error_code == "render_crashed"
+    wait_for(lambda: not running(victim), HANG_GUARD_S, "the orphaned render process to die with its zygote")
+    again = stalling.run(Task("watermark", src, tmp_path / "o2.pdf", JobPolicy()))
+    assert again.ok and stalling.starts == 2
+
+
+def test_memory_limit_fails_the_task_not_the_sandbox(sandbox: Sandbox, tmp_path: Path) -> None:
+    # a 600 DPI raster of an A4 page needs ~100 MB of pixels; this job may add 8 MB to the warm process
+    starved = JobPolicy(mode=Mode.RASTER, dpi=600, limits=Limits(render_memory_mb=8))
+    src = _input(tmp_path, samples.many_pages(2))
+    outcome = sandbox.run(Task("watermark", src, tmp_path / "o.pdf", starved))
+    assert not outcome.ok and outcome.error_code in ("render_resource_exceeded", "render_crashed"), outcome
+    assert sandbox.run(Task("watermark", src, tmp_path / "ok.pdf", JobPolicy())).ok
+
+
+def test_heartbeat_runs_while_the_task_runs_and_its_error_stops_it(stalling: Sandbox, tmp_path: Path) -> None:
+    class LeaseGone(Exception):
+        pass
+
+    beats: list[int] = []
+
+    def heartbeat() -> None:
+        beats.append(1)
+        if len(beats) >= 3:
+            raise LeaseGone
+
+    src = _input(tmp_path, samples.links())
+    with pytest.raises(LeaseGone):
+        stalling.run(Task("watermark", src, tmp_path / "o.pdf", JobPolicy()), heartbeat=heartbeat,
+                     heartbeat_interval_s=0.05)
+    assert stalling.zygote_pid is not None
+    wait_for(lambda: not children(stalling.zygote_pid or 0), HANG_GUARD_S, "the render process to be killed")
+
+
+def test_budget_scales_with_input() -> None:
+    limits = Limits()
+    tiny = limits.render_budget_s(input_bytes=2500, pages=1)
+    big = limits.render_budget_s(input_bytes=50 * 1024 * 1024, pages=2000)
+    assert tiny < 15 < big <= limits.render_timeout_s
+    assert limits.render_budget_s(input_bytes=2500) <= tiny
