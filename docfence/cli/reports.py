@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from docfence.cli.errors import EXIT_USAGE, describe, say
+from docfence.cli.output import add_json_flag, emit
 from docfence.config import environment, load_settings
 from docfence.core.clock import SystemClock
 from docfence.core.errors import ConfigError, DocfenceError
@@ -36,9 +37,11 @@ def register(sub: Any) -> None:
     create.add_argument("--id", required=True, dest="template_id")
     create.add_argument("--dir", required=True, help="template.html, style.css, schema.json + assets")
     create.add_argument("--tenant", help="the tenant owning the template (default: shared with all tenants)")
+    add_json_flag(create)
     create.set_defaults(func=_guard(run_template_create))
     listing = t_sub.add_parser("list", help="list template versions")
     listing.add_argument("--id", dest="template_id")
+    add_json_flag(listing)
     listing.set_defaults(func=_guard(run_template_list))
 
     reports = sub.add_parser("reports", help="report requests, retries, schedules, provider dispatch")
@@ -54,20 +57,21 @@ def register(sub: Any) -> None:
     request.add_argument("--supersede", action="store_true",
                          help="replace this period's request (its job ended) by one with corrected data; "
                               "the old one stays as evidence")
-    request.add_argument("--json", action="store_true", help="print the request as JSON")
+    add_json_flag(request)
     _request_options(request)
     request.set_defaults(func=_guard(run_request))
     for name, helptext, fn in (("show", "a request with its jobs", run_show),
                                ("retry", "a new job linked to the failed one", run_retry)):
         p = r_sub.add_parser(name, help=helptext)
         p.add_argument("request_id")
-        p.add_argument("--json", action="store_true", help="print JSON")
+        add_json_flag(p)
         p.set_defaults(func=_guard(fn))
     _register_schedule(r_sub)
     dispatch = r_sub.add_parser("dispatch", help="drive provider-rendered report jobs to terminal states")
     dispatch.add_argument("--providers", required=True, help="TOML file with [providers.<name>] tables")
     dispatch.add_argument("--once", action="store_true", help="one pass, then exit")
     dispatch.add_argument("--interval", type=float, default=2.0, help="seconds between passes")
+    add_json_flag(dispatch, always=True)
     dispatch.set_defaults(func=_guard(run_dispatch))
 
 
@@ -89,12 +93,14 @@ def _register_schedule(r_sub: Any) -> None:
     add.add_argument("--catch-up", type=int, default=3, dest="catch_up_periods")
     add.add_argument("--start-period", help="YYYY-MM of the first request (default: the next one due)")
     _request_options(add)
+    add_json_flag(add)
     add.set_defaults(func=_guard(run_schedule_add))
     run = s_sub.add_parser("run", help="one scheduler pass (or a pass every --every seconds until SIGTERM)")
     run.add_argument("--every", type=float, default=None, help="keep running: seconds between passes")
     run.add_argument("--data-dir", required=True, help="<dir>/<tenant>/<subject>/<period>.json")
     run.add_argument("--providers", help="TOML file with [providers.<name>] tables")
     run.add_argument("--now", help="ISO time of the pass (default: now)")
+    add_json_flag(run, always=True)
     run.set_defaults(func=_guard(run_schedule_run))
 
 
@@ -159,7 +165,8 @@ def run_template_create(args: argparse.Namespace) -> int:
                                                             owner=args.tenant or None)
     finally:
         rt.close()
-    print(f"{info.ref}\t{info.sha256}\t{'created' if created else 'unchanged (identical to newest)'}")
+    emit(args, f"{info.ref}\t{info.sha256}\t{'created' if created else 'unchanged (identical to newest)'}",
+         {"ref": info.ref, "sha256": info.sha256, "created": created, "shared": info.owner is None})
     return 0
 
 
@@ -169,7 +176,9 @@ def run_template_list(args: argparse.Namespace) -> int:
     rt = _runtime()
     try:
         for info in Templates(rt.store).list(args.template_id):
-            print(f"{info.ref}\t{info.name}\t{info.sha256}\t{info.created_at.isoformat()}\t{info.created_by}")
+            text = f"{info.ref}\t{info.name}\t{info.sha256}\t{info.created_at.isoformat()}\t{info.created_by}"
+            emit(args, text, {"ref": info.ref, "name": info.name, "sha256": info.sha256,
+                  "created_at": info.created_at.isoformat(), "created_by": info.created_by})
     finally:
         rt.close()
     return 0
@@ -266,7 +275,8 @@ def run_schedule_add(args: argparse.Namespace) -> int:
         )
     finally:
         rt.close()
-    print(f"{schedule.id}\t{'created' if created else 'existing'}\tlast period {schedule.last_period}")
+    emit(args, f"{schedule.id}\t{'created' if created else 'existing'}\tlast period {schedule.last_period}",
+         {"id": schedule.id, "created": created, "last_period": schedule.last_period})
     return 0
 
 
