@@ -208,3 +208,12 @@ def test_json_is_honoured_by_the_database_commands(
     assert main(["ops", "set-mode", "nope", "raster"]) == 2
     assert capsys.readouterr().err.strip() == ("docfence: document_class='nope': unknown class "
                                                "(configured: default)")
+
+
+def test_the_readme_names_every_environment_variable() -> None:
+    from docfence import config
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text("utf-8")
+    variables = {*config._ENV, *config._WORKER_ENV, "DOCFENCE_CONFIG", "DOCFENCE_URL", "DOCFENCE_API_KEY",
+                 "DOCFENCE_REPORT_PROCESSORS"}
+    assert sorted(v for v in variables if f"`{v}`" not in readme) == []
