@@ -217,3 +217,15 @@ def test_the_readme_names_every_environment_variable() -> None:
     variables = {*config._ENV, *config._WORKER_ENV, "DOCFENCE_CONFIG", "DOCFENCE_URL", "DOCFENCE_API_KEY",
                  "DOCFENCE_REPORT_PROCESSORS"}
     assert sorted(v for v in variables if f"`{v}`" not in readme) == []
+
+
+def test_an_unreachable_database_is_named_without_its_password(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"postgresql://nobody:hunter2@127.0.0.1:{_closed_port()}/docfence"
+    monkeypatch.setenv("DOCFENCE_DATABASE_URL", url)
+    monkeypatch.delenv("DOCFENCE_CONFIG", raising=False)
+    assert main(["ops", "status"]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("docfence: store_unavailable: ") and "hunter2" not in line
+    assert url.replace("hunter2", "***") in line
