@@ -35,6 +35,9 @@ def register(sub: Any) -> None:
 
     rec = sub.add_parser("reconcile", help="requeue expired leases, cancel past deadlines, delete orphans")
     rec.add_argument("--once", action="store_true", help="one bounded pass, then exit")
+    rec.add_argument("--metrics-port", type=int, default=None,
+                     help="serve /metrics (lease expirations, reclaims) from this process")
+    rec.add_argument("--metrics-addr", default="127.0.0.1", help="address for --metrics-port")
     add_json_flag(rec, always=True)
     rec.set_defaults(func=reconcile)
 
@@ -102,6 +105,10 @@ def reconcile(args: argparse.Namespace) -> int:
     configure_logs()
     rt = _runtime()
     rec = rt.reconciler()
+    if args.metrics_port is not None:  # its counters live in this process: expose them
+        from docfence.observability.exposition import serve_metrics
+
+        serve_metrics(args.metrics_port, rt.store, addr=args.metrics_addr)
     if args.once:
         print(json.dumps(rec.run_once().__dict__))
     else:
