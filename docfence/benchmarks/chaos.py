@@ -77,7 +77,7 @@ def _soak(rt: Runtime, env: dict[str, str], logs: Path, workers: int, kill_every
             if kill_every_jobs > 0 and len(ids) - pending >= next_kill_at_ended:
                 due, next_kill_at_ended = True, next_kill_at_ended + kill_every_jobs
             if due:
-                victim = _victim(rt, procs)
+                victim = random.randrange(workers)
                 pid = procs[victim].pid
                 kills.append(Kill(utcnow(), pid, _rendering_by(rt, pid)))
                 os.killpg(pid, signal.SIGKILL)  # the worker, its forkserver and render children
@@ -95,13 +95,6 @@ def _soak(rt: Runtime, env: dict[str, str], logs: Path, workers: int, kill_every
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
     return kills
-
-
-def _victim(rt: Runtime, procs: list[subprocess.Popen[bytes]]) -> int:
-    """A worker that holds a lease right now when there is one (a kill mid-render), else any."""
-    owners = [j.lease_owner or "" for j in rt.store.list_jobs(state=JobState.RENDERING, limit=1000)]
-    busy = [i for i, p in enumerate(procs) if any(f"-{p.pid}-" in o for o in owners)]
-    return random.choice(busy) if busy else random.randrange(len(procs))
 
 
 def _collect_after_grace(rt: Runtime, ids: list[str]) -> int:
