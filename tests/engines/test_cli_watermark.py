@@ -10,7 +10,17 @@ from pathlib import Path
 import pytest
 
 from docfence.cli import watermark
+from docfence.core.policy import Limits
 from docfence.engines import samples
+from docfence.testing.procs import LONG_BUDGET_TOML, long_budget_config
+
+
+@pytest.fixture(autouse=True)
+def _long_budget(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests expect success, which must not depend on the render budget being enough on a
+    loaded machine: the CLI runs under a budget only a hang exceeds (its limits come from the config)."""
+    for key, value in long_budget_config(tmp_path_factory.mktemp("config")).items():
+        monkeypatch.setenv(key, value)
 
 
 def _run(argv: list[str]) -> int:
@@ -73,3 +83,22 @@ def test_output_names_are_distinct_and_stable() -> None:
                                     Path("/y/a/report.pdf")])
     assert names == ["x__a__report.watermarked.pdf", "b__report.watermarked.pdf", "other.watermarked.pdf",
                      "y__a__report.watermarked.pdf"]
+
+
+def test_cli_takes_its_limits_from_the_configuration() -> None:
+    args = argparse.Namespace(text="x", position="diagonal", pages="all", opacity=0.25, mode="vector",
+                              dpi=150, owner_password_policy="refuse")
+    limits = watermark.build_policy(args).limits
+    assert "render_base_s = 600.0" in LONG_BUDGET_TOML
+    assert limits.render_base_s == 600.0 and limits.render_timeout_s == 600.0
+    assert limits.max_pages == Limits().max_pages  # what the configuration does not set stays the default
+
+
+def test_cli_bad_configuration_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text("[limits]\nrender_base_s = -1\n")
+    monkeypatch.setenv("DOCFENCE_CONFIG", str(config))
+    src = tmp_path / "a.pdf"
+    src.write_bytes(samples.form())
+    assert _run([str(src), "--out", str(tmp_path / "o")]) == 2
+    assert not (tmp_path / "o").exists()
