@@ -5,12 +5,14 @@
 
 Input i is mutation `MUTATIONS[rng]` of seed `rng` with `rng = Random(f"{seed}:{i}")`, so a run is
 reproducible and input i can be regenerated alone (`--only i --keep DIR`). Every input goes through the
-real CLI (`docfence watermark --json`, one child per file under the default limits) in vector mode, and
-every K-th one also in raster mode. Figures: inputs, runs, answers by code, tracebacks (a crashed child
-or CLI, or an uncoded engine exception: engine_error/render_crashed; goal 0), answers over budget (later
-than limits.render_timeout_s plus the kill grace; goal 0), inputs the sandbox stopped at their time
-budget (render_resource_exceeded, listed apart), outputs that `qpdf --check` or `mutool` reject
-(goal 0), p50/p99 time to refusal (goal p99 <= 2 s), peak RSS.
+real CLI (`docfence watermark --json`, BATCH inputs per invocation through its warm sandbox pool, each
+file in its own render process under the default limits) in vector mode, and every K-th one also in
+raster mode; per-file outcomes and times come from the CLI's JSON report. Figures: inputs, runs,
+answers by code, tracebacks (a crashed child or CLI, or an uncoded engine exception:
+engine_error/render_crashed; goal 0), answers over budget (later than limits.render_timeout_s plus the
+kill grace; goal 0), inputs the sandbox stopped at their time budget (render_resource_exceeded, listed
+apart), outputs that `qpdf --check` or `mutool` reject (goal 0), p50/p99 time to refusal (goal p99 <=
+2 s), peak RSS, wall time (total, in the CLI, sum of the per-file times).
 mutool (AGPL) is only an outside checker here, never a runtime dependency.
 """
 
@@ -20,6 +22,7 @@ import argparse
 import binascii
 import io
 import json
+import os
 import random
 import re
 import resource
@@ -27,9 +30,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import zlib
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -199,13 +204,38 @@ def _cli() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "docfence.cli"]
 
 
+def _child_env() -> dict[str, str]:
+    """The CLI's environment without DOCFENCE_CONFIG: the fuzz run measures the default limits."""
+    return {k: v for k, v in os.environ.items() if k != "DOCFENCE_CONFIG"}
+
+
 def run_cli(
     paths: list[Path], mode: str, out_dir: Path, budget_s: float
 ) -> tuple[list[dict[str, Any]], int, str]:
-    """One `docfence watermark --json` over `paths`; (per-file entries, peak RSS of any process it ran
-    so far in KiB, CLI stderr)."""
+    """One `docfence watermark --json` over `paths` (the CLI's warm sandbox pool, distinct output names);
+    (per-file entries in input order, peak RSS of any process it ran so far in KiB, CLI stderr).
+
+    Each entry is the CLI's own per-file report: outcome, code and `seconds`, the time of that file's
+    sandboxed run alone (not the queue before it). When the CLI itself crashes, hangs or prints a
+    traceback, the batch tells nothing exact per file, so every file of it is run again alone and only
+    the files whose own CLI run crashes are counted as crashed."""
+    entries, peak_kib, stderr = _one_cli(paths, mode, out_dir, budget_s)
+    if len(paths) > 1 and (entries is None or "Traceback" in stderr):
+        singles = [_one_cli([p], mode, out_dir, budget_s) for p in paths]
+        files = [e[0] if e is not None else _crashed_entry(p)
+                 for p, (e, _, _) in zip(paths, singles, strict=True)]
+        return files, max([peak_kib, *(k for _, k, _ in singles)]), "".join(err for _, _, err in singles)
+    return (entries if entries is not None else [_crashed_entry(p) for p in paths]), peak_kib, stderr
+
+
+def _crashed_entry(path: Path) -> dict[str, Any]:
+    return {"input": str(path), "ok": False, "code": "cli_crashed", "message": "the CLI gave no JSON report"}
+
+
+def _one_cli(paths: list[Path], mode: str, out_dir: Path,
+             budget_s: float) -> tuple[list[dict[str, Any]] | None, int, str]:
     args = [*_cli(), "watermark", *map(str, paths), "--out", str(out_dir), "--mode", mode, "--json"]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_child_env())
     try:
         stdout, stderr = proc.communicate(timeout=budget_s * (len(paths) + 1))
     except subprocess.TimeoutExpired:
@@ -214,8 +244,10 @@ def run_cli(
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # the largest descendant waited for so far
     try:
         files = json.loads(stdout.decode())["files"]
-    except (ValueError, KeyError):
-        files = [{"input": str(p), "ok": False, "code": "cli_crashed"} for p in paths]
+        if [f["input"] for f in files] != [str(p) for p in paths]:
+            files = None
+    except (ValueError, KeyError, TypeError):
+        files = None
     return files, int(usage.ru_maxrss), stderr.decode("utf-8", "replace")
 
 
@@ -254,25 +286,35 @@ def fuzz(seeds: Path, n: int, seed: int, modes: list[str], raster_every: int, ba
     runs: list[dict[str, Any]] = []
     peak_kib = 0
     stderr_tracebacks = 0
-    for mode in modes:
-        chosen = [p for p, (i, _, _) in meta.items() if mode != "raster" or i % raster_every == 0]
-        for start in range(0, len(chosen), batch):
+    started, cli_s = time.monotonic(), 0.0
+    with ThreadPoolExecutor(max_workers=2) as checkers:  # qpdf/mutool of one batch overlap the next
+        for mode in modes:
+            chosen = [p for p, (i, _, _) in meta.items() if mode != "raster" or i % raster_every == 0]
             out_dir = (keep or work) / f"out-{mode}"
             out_dir.mkdir(exist_ok=True)
-            entries, rss, stderr = run_cli([Path(p) for p in chosen[start : start + batch]], mode, out_dir,
-                                           budget_s)
-            peak_kib = max(peak_kib, rss)
-            stderr_tracebacks += stderr.count("Traceback")
-            for entry in entries:
-                i, source, mutation = meta[entry["input"]]
-                run = {"index": i, "seed_file": source, "mutation": mutation, "mode": mode,
-                       "code": entry.get("code", "ok") if not entry.get("ok") else "ok",
-                       "message": entry.get("message", ""), "seconds": entry.get("seconds", 0.0)}
-                if entry.get("ok"):
-                    run["rejected_by"] = output_rejected(Path(entry["output"]))
-                runs.append(run)
+            for start in range(0, len(chosen), batch):
+                cli_started = time.monotonic()
+                entries, rss, stderr = run_cli([Path(p) for p in chosen[start : start + batch]], mode,
+                                               out_dir, budget_s)
+                cli_s += time.monotonic() - cli_started
+                peak_kib = max(peak_kib, rss)
+                stderr_tracebacks += stderr.count("Traceback")
+                for entry in entries:
+                    i, source, mutation = meta[entry["input"]]
+                    run = {"index": i, "seed_file": source, "mutation": mutation, "mode": mode,
+                           "code": entry.get("code", "ok") if not entry.get("ok") else "ok",
+                           "message": entry.get("message", ""), "seconds": entry.get("seconds", 0.0)}
+                    if entry.get("ok"):
+                        run["check"] = checkers.submit(output_rejected, Path(entry["output"]))
+                    runs.append(run)
+        for run in runs:
+            if "check" in run:
+                run["rejected_by"] = run.pop("check").result()
     shutil.rmtree(work, ignore_errors=True)
-    return summarise(runs, len(indices), peak_kib, stderr_tracebacks, budget_s)
+    result = summarise(runs, len(indices), peak_kib, stderr_tracebacks, budget_s)
+    result["wall_seconds"] = {"total": round(time.monotonic() - started, 1), "cli": round(cli_s, 1),
+                              "per_file_sum": round(sum(r["seconds"] for r in runs), 1)}
+    return result
 
 
 CRASH_CODES = frozenset({"cli_crashed", "internal_error", "engine_error", "render_crashed"})

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -43,10 +44,37 @@ def test_mutations_are_deterministic_and_cover_every_kind() -> None:
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus ../shared/corpus is absent")
 def test_bounded_fuzz_run_has_no_crash_no_overrun_no_rejected_output() -> None:
-    # 30 inputs (6 also in raster mode): each file costs a fresh interpreter in the CLI's child
-    result = _harness().fuzz(CORPUS, 30, 1, ["vector", "raster"], 5, 30, None)
-    assert result["inputs"] == 30 and result["runs"] == 36
+    # 100 inputs (10 also in raster mode), 50 per CLI call: the CLI's warm sandbox pool forks each
+    # render process, so an input costs its own work, not an interpreter start
+    result = _harness().fuzz(CORPUS, 100, 1, ["vector", "raster"], 10, 50, None)
+    assert result["inputs"] == 100 and result["runs"] == 110
     _check(result)
+
+
+CRASHING_CLI = """
+import sys
+from pathlib import Path
+from docfence.cli import main
+if any(Path(arg).name == "crash.pdf" for arg in sys.argv):
+    raise RuntimeError("planted CLI crash")
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_crashing_batch_is_rerun_file_by_file_so_only_the_crashing_input_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fuzz = _harness()
+    script = tmp_path / "cli.py"
+    script.write_text(CRASHING_CLI)
+    monkeypatch.setattr(fuzz, "_cli", lambda: [sys.executable, str(script)])
+    paths = [tmp_path / "a.pdf", tmp_path / "crash.pdf", tmp_path / "c.pdf"]
+    for path in paths:  # refused at once: the outcome does not depend on the render budget
+        path.write_bytes(b"not a pdf")
+    files, _, stderr = fuzz.run_cli(paths, "vector", tmp_path / "out", 120.0)
+    assert [(f["input"], f["code"]) for f in files] == [
+        (str(paths[0]), "not_a_pdf"), (str(paths[1]), "cli_crashed"), (str(paths[2]), "not_a_pdf")]
+    assert stderr.count("Traceback") == 1  # the crashing input's own run
 
 
 @pytest.mark.soak
