@@ -80,17 +80,24 @@ def decoded_size(raw: bytes, filters: list[str], budget: int, early_change: list
 
 
 def flate(chunks: Iterator[bytes]) -> Iterator[bytes]:
-    inflater = zlib.decompressobj()
+    """Inflate with the zlib header checked but not the Adler-32 after the last block: qpdf and pdfium
+    accept a wrong checksum on whole data, so a bound or a refusal must not differ from them there."""
+    inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+    header = b""
     try:
         for chunk in chunks:
             data = chunk
+            if len(header) < 2:
+                header, data = header + data[: 2 - len(header)], data[2 - len(header) :]
+                if len(header) == 2:
+                    _check_zlib_header(header)
             while data:
                 out = inflater.decompress(data, CHUNK)
                 if out:
                     yield out
                 data = inflater.unconsumed_tail
                 if inflater.eof:
-                    return  # data after the end of the deflate stream is ignored, as readers do
+                    return  # the checksum and any data after the deflate stream are ignored, as readers do
         while not inflater.eof:
             out = inflater.decompress(b"", CHUNK)  # flush what the last input still holds
             if not out:
@@ -98,6 +105,12 @@ def flate(chunks: Iterator[bytes]) -> Iterator[bytes]:
             yield out
     except zlib.error as exc:
         raise DecodeError("invalid deflate data") from exc
+
+
+def _check_zlib_header(header: bytes) -> None:
+    cmf, flg = header
+    if cmf & 0x0F != 8 or cmf >> 4 > 7 or (cmf * 256 + flg) % 31 or flg & 0x20:  # deflate, no preset dict
+        raise DecodeError("invalid deflate data (zlib header)")
 
 
 def lzw(chunks: Iterator[bytes], early: bool = True) -> Iterator[bytes]:

@@ -27,7 +27,7 @@ from docfence.core.errors import (
     ResourceCycle,
     UnsupportedFeature,
 )
-from docfence.core.policy import JobPolicy, Limits
+from docfence.core.policy import JobPolicy, Limits, Mode
 from docfence.engines import decode
 from docfence.engines.geometry import PageGeometry, page_geometry
 from docfence.engines.repair import repair_boxes, structure_notes
@@ -104,6 +104,8 @@ def _preflight(data: bytes, policy: JobPolicy, password: str | None) -> OpenedPd
     check_drawing_graph(pages)
     for page in pages:
         check_page_content(page, limits)
+    if policy.mode is Mode.VECTOR:
+        check_stream_data(pages, limits)
     opened = OpenedPdf(pdf, pages, geometry, encrypted, password or "", repairs, bool(repairs))
     if pdf.is_linearized:
         opened.notes.append("the input's linearization is not kept (the output is not linearized)")
@@ -188,6 +190,44 @@ def check_streams(pdf: pikepdf.Pdf, limits: Limits) -> None:
             decode.decoded_size(raw, filters, limits.max_stream_bytes, early_change(obj, len(filters)))
         except decode.DecodeError:
             continue  # undecodable unused streams are tolerated; page content is checked separately
+
+
+_NOT_FOLLOWED = frozenset({"/Parent", "/P"})  # up the page tree / back to the annotation's page
+
+
+def check_stream_data(pages: list[pikepdf.Dictionary], limits: Limits) -> None:
+    """Vector mode keeps the bytes of every stream a page reaches (content, resources, annotation
+    appearances) in the output, so one whose compressed data does not decode would only fail the
+    validator's full read of the output after the renders: refuse it here, as corrupt_content. Only
+    chains of the general filters are decoded (images keep their codec; raster mode redraws them)."""
+    seen: set[tuple[int, int]] = set()
+    stack: list[pikepdf.Object] = list(pages)
+    while stack:
+        obj = stack.pop()
+        if not isinstance(obj, (pikepdf.Dictionary, pikepdf.Stream, pikepdf.Array)):
+            continue  # names, numbers and strings hold no streams
+        if obj.is_indirect:
+            if obj.objgen in seen:
+                continue
+            seen.add(obj.objgen)
+        if isinstance(obj, pikepdf.Stream):
+            _check_decodes(obj, limits)
+        if isinstance(obj, (pikepdf.Dictionary, pikepdf.Stream)):
+            stack.extend(value for key, value in obj.items() if key not in _NOT_FOLLOWED)
+        elif isinstance(obj, pikepdf.Array):
+            stack.extend(obj)
+
+
+def _check_decodes(obj: pikepdf.Stream, limits: Limits) -> None:
+    filters = decode.canonical(stream_filters(obj))
+    if not filters or not all(f in decode.MAX_RATIO for f in filters):
+        return
+    try:
+        decode.decoded_size(obj.read_raw_bytes(), filters, limits.max_stream_bytes,
+                            early_change(obj, len(filters)))
+    except decode.DecodeError as exc:
+        raise CorruptContent("A stream the pages use is damaged: its compressed data does not decode.") \
+            from exc
 
 
 def early_change(obj: pikepdf.Stream, layers: int) -> list[bool]:

@@ -184,3 +184,11 @@ def test_declared_length_over_the_limit_is_refused_without_decoding() -> None:
     pdf.save(buf)
     with pytest.raises(OverLimits):
         preflight(buf.getvalue(), JobPolicy())
+
+
+def test_a_wrong_adler32_alone_is_accepted_as_readers_do_but_bad_deflate_is_not() -> None:
+    good = zlib.compress(b"hello " * 100)
+    wrong_checksum = good[:-4] + bytes(b ^ 0xFF for b in good[-4:])
+    assert decode.decoded_size(wrong_checksum, ["/FlateDecode"], 10_000) == 600
+    with pytest.raises(decode.DecodeError):
+        decode.decoded_size(b"\x78\x9c\xff\xff\xff\xff", ["/FlateDecode"], 10_000)  # block type 3

@@ -10,6 +10,7 @@ import pikepdf
 import pytest
 
 from docfence.core.errors import (
+    CorruptContent,
     DocumentError,
     FormTreeInvalid,
     MalformedPdf,
@@ -21,7 +22,7 @@ from docfence.core.errors import (
     ResourceCycle,
     UnsupportedFeature,
 )
-from docfence.core.policy import JobPolicy, Limits, SanitizePolicy
+from docfence.core.policy import JobPolicy, Limits, Mode, SanitizePolicy
 from docfence.engines import samples
 from docfence.engines.preflight import bounded_inflate, preflight
 
@@ -246,3 +247,28 @@ def test_library_errors_become_coded_refusals(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(module, "check_streams", broken)
     with pytest.raises(MalformedPdf):
         preflight(samples.many_pages(1), JobPolicy())
+
+
+def _with_damaged_image(used: bool) -> bytes:
+    """One page; an image whose Flate data is invalid (a block of reserved type 3), in the page's
+    resources or only hanging off the catalog."""
+    pdf = pikepdf.open(io.BytesIO(samples.many_pages(1)))
+    image = pdf.make_stream(b"")
+    image.write(b"\x78\x9c\xff\xff\xff\xff", filter=pikepdf.Name.FlateDecode)
+    image.Type, image.Subtype, image.Width, image.Height = (pikepdf.Name.XObject, pikepdf.Name.Image, 4, 4)
+    image.ColorSpace, image.BitsPerComponent = pikepdf.Name.DeviceGray, 8
+    if used:
+        pdf.pages[0].obj.Resources.XObject = pikepdf.Dictionary(Im=image)
+    else:
+        pdf.Root.Unused = image
+    return _save(pdf)
+
+
+def test_damaged_stream_data_a_page_uses_is_refused_in_vector_mode_before_any_render() -> None:
+    # vector outputs keep the stream's bytes, which the validator's full read would reject after the
+    # renders; raster outputs redraw the page, and unused streams are dropped by the sanitiser
+    with pytest.raises(CorruptContent) as refused:
+        preflight(_with_damaged_image(used=True), JobPolicy())
+    assert "does not decode" in refused.value.message
+    assert preflight(_with_damaged_image(used=True), JobPolicy(mode=Mode.RASTER)).pages
+    assert preflight(_with_damaged_image(used=False), JobPolicy()).pages
