@@ -179,7 +179,8 @@ class PageTreeInvalid(DocumentError):
 
 
 class CorruptContent(DocumentError):
-    """A page's content stream is corrupt; the page cannot be reproduced faithfully."""
+    """A page's content stream, or stream data a page uses, is corrupt; the page cannot be reproduced
+    faithfully."""
 
     code = "corrupt_content"
 
