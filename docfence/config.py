@@ -221,20 +221,32 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: dict[str, str
     Every ConfigError raised here is one line that names the setting as the user wrote it (the
     variable, `--config FILE`'s `[section].key`), the value, and what is allowed."""
     env = dict(os.environ if env is None else env)
-    path = path or env.get("DOCFENCE_CONFIG")
-    data: dict[str, Any] = {}
-    if path:
-        try:
-            data = tomllib.loads(Path(path).read_text("utf-8"))
-        except OSError as exc:
-            raise ConfigError(f"DOCFENCE_CONFIG={str(path)!r}: cannot read the file ({exc.strerror})") \
-                from exc
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"DOCFENCE_CONFIG={str(path)!r}: not valid TOML ({exc})") from exc
+    data = _read_toml(path or env.get("DOCFENCE_CONFIG"))
     try:
         return _build(data, env)
     except (TypeError, ValueError) as exc:  # a constructor check this loader did not anticipate
         raise ConfigError(f"invalid configuration: {exc}") from exc
+
+
+def load_limits(path: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None) -> Limits:
+    """Only the `[limits]` of the configuration file (DOCFENCE_CONFIG), the defaults without one: for
+    local commands (`docfence watermark`) that use neither the database nor storage, so a setting of
+    theirs cannot stop them."""
+    env = dict(os.environ if env is None else env)
+    table = _read_toml(path or env.get("DOCFENCE_CONFIG")).get("limits", {})
+    limits: Limits = _section(Limits, "[limits]", table)
+    return limits
+
+
+def _read_toml(path: str | os.PathLike[str] | None) -> dict[str, Any]:
+    if not path:
+        return {}
+    try:
+        return tomllib.loads(Path(path).read_text("utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"DOCFENCE_CONFIG={str(path)!r}: cannot read the file ({exc.strerror})") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"DOCFENCE_CONFIG={str(path)!r}: not valid TOML ({exc})") from exc
 
 
 #: Allowed values of top-level settings, checked with the name the user wrote before Settings exists.

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from docfence.config import load_settings
+from docfence.config import load_limits
 from docfence.core.clock import monotonic
 from docfence.core.errors import ConfigError
 from docfence.core.policy import POSITIONS, JobPolicy, Mode, WatermarkSpec
@@ -40,12 +40,12 @@ def register(subparsers: Any) -> None:
 
 
 def build_policy(args: argparse.Namespace) -> JobPolicy:
-    """The job policy from the options; the resource limits are the configuration's `[limits]`
-    (DOCFENCE_CONFIG), the defaults when none is set."""
+    """The job policy from the options; the resource limits are the configuration file's `[limits]`
+    (DOCFENCE_CONFIG), the defaults when none is set (no other setting is read: no database here)."""
     spec = WatermarkSpec(text=args.text, position=args.position, pages=args.pages, opacity=args.opacity)
     return JobPolicy(
         mode=Mode(args.mode), dpi=args.dpi, watermark=spec, owner_password_policy=args.owner_password_policy,
-        limits=load_settings().limits,
+        limits=load_limits(),
     )
 
 

@@ -102,3 +102,10 @@ def test_cli_bad_configuration_is_a_usage_error(tmp_path: Path, monkeypatch: pyt
     src.write_bytes(samples.form())
     assert _run([str(src), "--out", str(tmp_path / "o")]) == 2
     assert not (tmp_path / "o").exists()
+
+
+def test_cli_reads_no_setting_but_the_limits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCFENCE_DATABASE_URL", "mysql://not-used-here")  # a local command needs no database
+    src = tmp_path / "a.pdf"
+    src.write_bytes(samples.form())
+    assert _run([str(src), "--out", str(tmp_path / "o")]) == 0
