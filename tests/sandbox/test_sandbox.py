@@ -19,6 +19,9 @@ from docfence.testing.procs import wait_for
 from docfence.testing.proctree import children, render_processes, running
 
 HANG_GUARD_S = 120  # generous: the machine is shared; an expiry means a hang, not slowness
+# Tests whose subject is not the wall-clock budget run under one only a hang exceeds, so a render slowed
+# down by a loaded machine (or a stall the test ends itself) is never stopped by the budget first.
+LONG = JobPolicy(limits=Limits(render_base_s=600.0, render_timeout_s=600.0))
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +63,8 @@ def _render_process(sandbox: Sandbox) -> int:
 
 def test_two_jobs_never_share_a_render_process(sandbox: Sandbox, tmp_path: Path) -> None:
     src = _input(tmp_path, samples.links())
-    first = sandbox.run(Task("watermark", src, tmp_path / "a.pdf", JobPolicy()))
-    second = sandbox.run(Task("watermark", src, tmp_path / "b.pdf", JobPolicy()))
+    first = sandbox.run(Task("watermark", src, tmp_path / "a.pdf", LONG))
+    second = sandbox.run(Task("watermark", src, tmp_path / "b.pdf", LONG))
     assert first.ok and second.ok, (first, second)
     assert first.process["pid"] != second.process["pid"]
     assert first.process["token"] != second.process["token"]
@@ -72,7 +75,7 @@ def test_two_jobs_never_share_a_render_process(sandbox: Sandbox, tmp_path: Path)
 
 
 def test_a_coded_document_error_keeps_its_code(sandbox: Sandbox, tmp_path: Path) -> None:
-    outcome = sandbox.run(Task("watermark", _input(tmp_path, b"not a pdf"), tmp_path / "o.pdf", JobPolicy()))
+    outcome = sandbox.run(Task("watermark", _input(tmp_path, b"not a pdf"), tmp_path / "o.pdf", LONG))
     assert (outcome.ok, outcome.error_code, outcome.retryable) == (False, "not_a_pdf", False)
 
 
@@ -94,7 +97,7 @@ def test_exit_mapping() -> None:
 
 def test_sigkill_of_a_render_process_fails_its_own_task_only(stalling: Sandbox, tmp_path: Path) -> None:
     src = _input(tmp_path, samples.links())
-    thread, result = _run_in_thread(stalling, Task("watermark", src, tmp_path / "o.pdf", JobPolicy()))
+    thread, result = _run_in_thread(stalling, Task("watermark", src, tmp_path / "o.pdf", LONG))
     victim = _render_process(stalling)
     zygote = stalling.zygote_pid
     import os
@@ -117,7 +120,7 @@ def test_wall_clock_budget_kills_the_render_process(stalling: Sandbox, tmp_path:
 def test_cancel_kills_and_records_nothing(stalling: Sandbox, tmp_path: Path) -> None:
     stop = threading.Event()
     src = _input(tmp_path, samples.links())
-    thread, result = _run_in_thread(stalling, Task("watermark", src, tmp_path / "o.pdf", JobPolicy()),
+    thread, result = _run_in_thread(stalling, Task("watermark", src, tmp_path / "o.pdf", LONG),
                                     cancel=stop.is_set)
     _render_process(stalling)
     stop.set()
@@ -128,7 +131,7 @@ def test_cancel_kills_and_records_nothing(stalling: Sandbox, tmp_path: Path) -> 
 def test_a_dead_zygote_fails_its_running_task_and_is_restarted(stalling: Sandbox, tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     src = _input(tmp_path, samples.links())
-    thread, result = _run_in_thread(stalling, Task("watermark", src, tmp_path / "o.pdf", JobPolicy()))
+    thread, result = _run_in_thread(stalling, Task("watermark", src, tmp_path / "o.pdf", LONG))
     victim = _render_process(stalling)
     import os
 
@@ -138,7 +141,7 @@ def test_a_dead_zygote_fails_its_running_task_and_is_restarted(stalling: Sandbox
     thread.join(HANG_GUARD_S)
     assert result and result[0].error_code == "render_crashed"
     wait_for(lambda: not running(victim), HANG_GUARD_S, "the orphaned render process to die with its zygote")
-    again = stalling.run(Task("watermark", src, tmp_path / "o2.pdf", JobPolicy()))
+    again = stalling.run(Task("watermark", src, tmp_path / "o2.pdf", LONG))
     assert again.ok and stalling.starts == 2
 
 
@@ -148,7 +151,7 @@ def test_memory_limit_fails_the_task_not_the_sandbox(sandbox: Sandbox, tmp_path:
     src = _input(tmp_path, samples.many_pages(2))
     outcome = sandbox.run(Task("watermark", src, tmp_path / "o.pdf", starved))
     assert not outcome.ok and outcome.error_code in ("render_resource_exceeded", "render_crashed"), outcome
-    assert sandbox.run(Task("watermark", src, tmp_path / "ok.pdf", JobPolicy())).ok
+    assert sandbox.run(Task("watermark", src, tmp_path / "ok.pdf", LONG)).ok
 
 
 def test_heartbeat_runs_while_the_task_runs_and_its_error_stops_it(stalling: Sandbox, tmp_path: Path) -> None:
@@ -164,7 +167,7 @@ def test_heartbeat_runs_while_the_task_runs_and_its_error_stops_it(stalling: San
 
     src = _input(tmp_path, samples.links())
     with pytest.raises(LeaseGone):
-        stalling.run(Task("watermark", src, tmp_path / "o.pdf", JobPolicy()), heartbeat=heartbeat,
+        stalling.run(Task("watermark", src, tmp_path / "o.pdf", LONG), heartbeat=heartbeat,
                      heartbeat_interval_s=0.05)
     assert stalling.zygote_pid is not None
     wait_for(lambda: not children(stalling.zygote_pid or 0), HANG_GUARD_S, "the render process to be killed")
