@@ -3,12 +3,15 @@
 from pathlib import Path
 
 from docfence.benchmarks.harness import REPO, start_worker, stop, wait_for, worker_env
+from docfence.core.policy import Limits
 
-__all__ = ["REPO", "long_budget_config", "start_worker", "stop", "wait_for", "worker_env"]
+__all__ = ["LONG_BUDGET_LIMITS", "REPO", "long_budget_config", "start_worker", "stop", "wait_for",
+           "worker_env"]
 
 # A render budget a starved machine cannot run out of: for tests whose subject is not the budget
 # (leases, fencing, shutdown), so a render slowed down by load cannot fail its job.
 LONG_BUDGET_TOML = "[limits]\nrender_base_s = 600.0\nrender_timeout_s = 600.0\n"
+LONG_BUDGET_LIMITS = Limits(render_base_s=600.0, render_timeout_s=600.0)  # the same, for in-process Settings
 
 
 def long_budget_config(folder: Path) -> dict[str, str]:

@@ -14,6 +14,7 @@ from docfence.core.policy import WatermarkSpec
 from docfence.engines.report_sample import load_monthly_bundle
 from docfence.reports import ReportRequests, Templates
 from docfence.store.sqlstore import SqlStore
+from docfence.testing.procs import LONG_BUDGET_LIMITS
 
 
 @pytest.fixture
@@ -27,7 +28,7 @@ def rstore(store: SqlStore) -> Iterator[SqlStore]:
 def settings(tmp_path: Path) -> Settings:
     cls = DocumentClass("default", deadline_s=120.0, watermark=WatermarkSpec(text="SYNTHETIC REPORT"))
     return Settings(database_url=f"sqlite:///{tmp_path}/docfence.db", storage_url=f"file:{tmp_path}/objects",
-                    classes={"default": cls})
+                    classes={"default": cls}, limits=LONG_BUDGET_LIMITS)  # no budget runs out under load
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from docfence.core.states import JobState
 from docfence.engines.report_sample import load_monthly_bundle, sample_monthly_data
 from docfence.reports import ReportRequests, RequestSpec, Templates
 from docfence.runtime import Runtime, run_worker
+from docfence.testing.procs import LONG_BUDGET_LIMITS
 
 
 @pytest.fixture
@@ -23,7 +24,8 @@ def runtime(tmp_path: Path) -> Iterator[Runtime]:
     cls = DocumentClass("default", deadline_s=300.0, watermark=WatermarkSpec(text="SYNTHETIC"))
     settings = Settings(database_url=f"sqlite:///{tmp_path}/docfence.db", storage_url=f"file:{tmp_path}/obj",
                         classes={"default": cls},
-                        worker=WorkerConfig(reconcile_in_process=False, poll_interval_s=0.05))
+                        worker=WorkerConfig(reconcile_in_process=False, poll_interval_s=0.05),
+                        limits=LONG_BUDGET_LIMITS)  # no render budget runs out under load
     rt = Runtime.open(settings)
     try:
         yield rt

@@ -13,6 +13,7 @@ from docfence.config import Settings, WorkerConfig
 from docfence.core.states import JobState
 from docfence.engines.samples import links
 from docfence.service import Principal, Service, SubmitRequest
+from docfence.testing.procs import LONG_BUDGET_LIMITS
 from docfence.testing.wakeup_probe import HANG_GUARD_S
 from docfence.worker.runner import Worker
 
@@ -33,7 +34,8 @@ class WaitCounting:
 
 def test_an_idle_worker_starts_a_job_when_its_submission_is_announced(store, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     settings = Settings(storage_url=f"file://{tmp_path / 'objects'}",
-                        worker=WorkerConfig(poll_interval_s=3600.0, reconcile_in_process=False))
+                        worker=WorkerConfig(poll_interval_s=3600.0, reconcile_in_process=False),
+                        limits=LONG_BUDGET_LIMITS)  # no render budget runs out under load
     regions = RegionRouter.from_config(settings.region_urls())
     counting = WaitCounting(store)
     worker = Worker(settings, counting, regions)  # type: ignore[arg-type]
