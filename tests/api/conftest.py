@@ -21,6 +21,7 @@ from docfence.core.clock import FakeClock, utcnow
 from docfence.core.records import ArtifactInfo, Job
 from docfence.service import Service, build_service
 from docfence.store.base import Store, open_store
+from docfence.testing.procs import LONG_BUDGET_LIMITS
 from docfence.testing.servers import running
 from docfence.testing.stores import temporary_pg_database
 
@@ -80,6 +81,7 @@ class ApiEnv:
 
 @contextmanager
 def api_env(tmp: Path, database_url: str | None = None, **overrides: Any) -> Iterator[ApiEnv]:
+    overrides.setdefault("limits", LONG_BUDGET_LIMITS)  # jobs that must succeed: no budget ends under load
     settings = Settings(database_url=database_url or f"sqlite:///{tmp}/docfence.db",
                         storage_url=f"file://{tmp}/objects", **overrides)
     store = open_store(settings.database_url)

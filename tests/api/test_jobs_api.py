@@ -19,6 +19,7 @@ from docfence.config import DocumentClass
 from docfence.core.clock import FakeClock
 from docfence.core.states import JobState
 from docfence.store.base import Store, open_store
+from docfence.testing.procs import long_budget_config
 
 from .conftest import PDF, ApiEnv, api_env
 
@@ -246,11 +247,12 @@ def test_readyz_reports_an_unavailable_store(env: ApiEnv, monkeypatch: pytest.Mo
     assert response.status_code == 503 and response.json() == {"status": "unavailable"}
 
 
-def _run_worker(env: ApiEnv) -> None:
-    """`python -m docfence.cli worker --until-idle` as its own process, with the server's settings."""
+def _run_worker(env: ApiEnv, tmp_path: Path) -> None:
+    """`python -m docfence.cli worker --until-idle` as its own process, with the server's settings and a
+    render budget only a hang exceeds (the job must succeed on a loaded machine too)."""
     cmd = [sys.executable, "-m", "docfence.cli", "worker", "--until-idle"]
     child_env = dict(os.environ, DOCFENCE_DATABASE_URL=env.settings.database_url,
-                     DOCFENCE_STORAGE_URL=env.settings.storage_url)
+                     DOCFENCE_STORAGE_URL=env.settings.storage_url, **long_budget_config(tmp_path))
     done = subprocess.run(cmd, env=child_env, capture_output=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
 
@@ -261,7 +263,7 @@ def test_real_worker_watermarks_end_to_end(any_env: ApiEnv, tmp_path: Path) -> N
     source = samples.mixed_sizes()
     with any_env.client() as client:
         job = client.submit(source, idempotency_key="real-1", watermark={"text": "EXTERNAL COPY"})
-        _run_worker(any_env)  # --until-idle: renders the queued job, then exits
+        _run_worker(any_env, tmp_path)  # --until-idle: renders the queued job, then exits
         done = client.wait(job.id, budget_s=60)
         path = client.download(job.id, tmp_path)
     assert done.artifact is not None and done.artifact.pages == 6
