@@ -19,7 +19,7 @@ from docfence.core.states import JobState
 from docfence.engines.samples import links
 from docfence.runtime import Runtime
 from docfence.service import Principal, Service, SubmitRequest
-from docfence.testing.procs import REPO, start_worker, stop, wait_for, worker_env
+from docfence.testing.procs import REPO, long_budget_config, start_worker, stop, wait_for, worker_env
 from docfence.testing.proctree import descendants, render_processes, running, zygotes_under
 from docfence.testing.stores import temporary_pg_database
 
@@ -52,8 +52,10 @@ def test_sigkill_of_a_warm_render_process_mid_job_fails_that_attempt_only(db_url
     root = tmp_path / "objects"
     root.mkdir()
     # the first render process stalls mid-job (the `render` fault point) until the test kills it
+    # long lease and render budget: neither may run out while a loaded machine is slow to kill it
     env = worker_env(db_url, f"file://{root}", DOCFENCE_FAULTS="render=once:sleep:3600",
-                     DOCFENCE_FAULTS_DIR=str(tmp_path))
+                     DOCFENCE_FAULTS_DIR=str(tmp_path), DOCFENCE_LEASE_TTL_S="120",
+                     **long_budget_config(tmp_path))
     rt = Runtime.open(load_settings(env=env))
     try:
         service = Service(rt.settings, rt.store, rt.regions, signing_secret=b"x" * 32)
