@@ -117,6 +117,7 @@ class Zygote:
 def _child(task: socket.socket, request: dict[str, Any], zygote: int) -> None:
     """In the fresh child: drop the zygote's handlers and descriptors, set limits, work, answer, exit."""
     code = 0
+    cost = _Cost()
     try:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -127,14 +128,45 @@ def _child(task: socket.socket, request: dict[str, Any], zygote: int) -> None:
         _limit(request["memory_mb"], request["cpu_s"])
         from docfence.sandbox.work import run_task
 
+        cost.mark("setup")
         outcome = run_task(request, lambda pages: protocol.send(task, {"pages": pages}))
-        answer = {**outcome.to_message(), "process": {"pid": os.getpid(), "token": secrets.token_hex(8)}}
+        cost.mark("task")
+        answer = {**outcome.to_message(),
+                  "process": {"pid": os.getpid(), "token": secrets.token_hex(8), **cost.report()}}
         _write_answer(request["answer"], answer)
         protocol.send(task, {"answered": True})
     except BaseException:  # no answer: the parent maps the exit to render_crashed
         code = 70
     finally:
         os._exit(code)  # never run the zygote's atexit handlers or flush its buffers
+
+
+class _Cost:
+    """Where a render process's CPU goes, per step ("before": the fork's copy-on-write in the child,
+    "setup": limits and descriptors, "task": the work): CPU ms of the process itself, CPU ms of the
+    subprocesses it ran (validation's second reader: qpdf, pdfinfo) and minor page faults. Sent in
+    the answer's "process" entry, so the per-job overhead is measured where it arises."""
+
+    def __init__(self) -> None:
+        self.steps: dict[str, tuple[float, int, float]] = {}
+        self._last = self._now()
+        self.steps["before"] = (self._last[0], self._last[1], 0.0)
+
+    @staticmethod
+    def _now() -> tuple[float, int, float]:
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return (ru.ru_utime + ru.ru_stime) * 1000.0, ru.ru_minflt, (kids.ru_utime + kids.ru_stime) * 1000.0
+
+    def mark(self, step: str) -> None:
+        now = self._now()
+        self.steps[step] = (now[0] - self._last[0], now[1] - self._last[1], now[2] - self._last[2])
+        self._last = now
+
+    def report(self) -> dict[str, dict[str, float]]:
+        return {"cpu_ms": {k: round(v[0], 2) for k, v in self.steps.items()},
+                "minflt": {k: v[1] for k, v in self.steps.items()},
+                "subprocess_cpu_ms": {k: round(v[2], 2) for k, v in self.steps.items()}}
 
 
 def _write_answer(path: str, answer: dict[str, Any]) -> None:
