@@ -213,9 +213,9 @@ def warm() -> None:
     import PIL.Image  # noqa: F401
     import pypdfium2  # noqa: F401
 
+    from docfence import faults  # noqa: F401  (the test hook every task passes through)
     from docfence.engines.outline_text import available_fonts
     from docfence.sandbox import work  # noqa: F401
-    from docfence.worker import faults  # noqa: F401  (the test hook every task passes through)
 
     for font in available_fonts():  # character maps and glyph sets parsed once, shared by every child
         font.getBestCmap()

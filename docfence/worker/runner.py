@@ -23,12 +23,12 @@ from docfence.core.errors import BlobError, DocfenceError, StaleAttempt, StoreEr
 from docfence.core.ids import new_id
 from docfence.core.policy import Kind
 from docfence.core.records import ArtifactInfo, Claim, Job
+from docfence.faults import fault_point
 from docfence.layout import staging_key
 from docfence.observability import metrics
 from docfence.sandbox import Outcome, Sandbox, Task
 from docfence.store.base import Store
 from docfence.worker.committer import Committer, StagedResult
-from docfence.worker.faults import fault_point
 from docfence.worker.leases import Lease, LeaseKeeper
 
 log = logging.getLogger("docfence.worker")
