@@ -38,14 +38,14 @@ class Zygote:
         os.set_blocking(self._wake_w, False)
         os.set_blocking(self._wake_r, False)
 
-    def serve(self) -> None:
+    def serve(self, steps: tuple[Callable[[], None], ...]) -> None:
         signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so the wake-up fd is written
         signal.set_wakeup_fd(self._wake_w)
         sel = selectors.DefaultSelector()
         sel.register(self.control, selectors.EVENT_READ, "control")
         sel.register(self._wake_r, selectors.EVENT_READ, "sigchld")
         protocol.send(self.control, {"ready": os.getpid()})
-        later = list(WARM_LATER)
+        later = list(steps)
         while True:
             events = sel.select(IDLE_BEFORE_WARMING_S if later else None)
             if not events and later:  # idle a while: one more warm-up step (a task arriving waits for it)
@@ -265,6 +265,13 @@ def _freeze() -> None:
 
 WARM_LATER: tuple[Callable[[], None], ...] = (
     lambda: _warm_marks(default_only=False), lambda: _sample(Mode.RASTER), _import_reports)
+
+
+def warm_later(profile: str) -> tuple[Callable[[], None], ...]:
+    """The idle-time warm-up steps of a zygote of `profile` (supervisor.PROFILES)."""
+    if profile == "watermark":
+        return tuple(step for step in WARM_LATER if step is not _import_reports)
+    return WARM_LATER
 IDLE_BEFORE_WARMING_S = 0.5  # a steady stream of tasks (a CLI batch) is never held up by warm-up steps
 
 
@@ -272,13 +279,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="docfence.sandbox.zygote")
     parser.add_argument("--parent", type=int, required=True)
     parser.add_argument("--fd", type=int, required=True)
+    parser.add_argument("--profile", choices=("all", "watermark", "report"), default="all")
     args = parser.parse_args(argv)
     protocol.die_with_parent(args.parent)
     protocol.set_process_name(protocol.ZYGOTE_NAME)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it ends us
     control = socket.socket(fileno=args.fd)
     warm()
-    Zygote(control).serve()
+    if args.profile == "report":
+        _import_reports()
+        _freeze()
+    Zygote(control).serve(warm_later(args.profile))
     return 0
 
 
