@@ -198,11 +198,13 @@ def _limit(memory_mb: int, cpu_s: int) -> None:
 
 
 def _vm_size_bytes() -> int:
-    with open("/proc/self/status", encoding="ascii") as fh:
-        for line in fh:
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) * 1024
-    return 0
+    """This process's mapped size (VmSize), from /proc/self/statm's first field (pages): one raw read,
+    no text layer (reading /proc/self/status line by line cost ~1 ms and ~190 page faults per job)."""
+    fd = os.open("/proc/self/statm", os.O_RDONLY)
+    try:
+        return int(os.read(fd, 256).split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    finally:
+        os.close(fd)
 
 
 def warm() -> None:
