@@ -442,7 +442,7 @@ def _watermark(base: WatermarkSpec, given: Mapping[str, Any]) -> WatermarkSpec:
     try:
         return WatermarkSpec.from_mapping(given, base)
     except ConfigError as exc:
-        raise InvalidWatermark(exc.message) from None
+        raise InvalidWatermark(exc.message, field="watermark") from None
 
 
 def _request_hash(input_sha256: str, policy: JobPolicy, request: SubmitRequest) -> str:

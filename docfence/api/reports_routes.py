@@ -75,6 +75,11 @@ class ReportRequestIn(BaseModel):
     variant: Variant = None
     document_class: str | None = Field(default=None, max_length=64)
     processor: str = Field(default="local", max_length=64)
+    watermark: dict[str, Any] | None = Field(
+        default=None, description="WatermarkSpec fields over the document class's watermark")
+    supersede: bool = Field(default=False, description=(
+        "Replace the current request of this subject, period and template@version (whose job ended) by "
+        "this one with corrected data; the old request and its jobs stay as evidence"))
 
 
 class ObservationOut(BaseModel):
@@ -106,6 +111,10 @@ class ReportRequestOut(BaseModel):
     data_sha256: str
     schedule_id: str | None
     created_at: datetime
+    revision: int = Field(description="1, or one more than the request it supersedes")
+    supersedes: str | None = Field(description="The request this one corrects")
+    superseded_by: str | None = Field(description="The request that corrected this one (None while current)")
+    watermark: dict[str, Any] | None
     state: str
     jobs: list[JobOut]
     provider_observation: ObservationOut | None
@@ -155,7 +164,8 @@ def _request_out(service: Service, detail: RequestDetail) -> ReportRequestOut:
         id=r.id, tenant=r.tenant, subject=r.subject, period=r.period,
         template=f"{r.template_id}@{r.template_version}", template_sha256=r.template_sha256,
         variant=r.variant, region=r.region, retention_until=r.retention_until, processor=r.processor,
-        data_sha256=r.data_sha256, schedule_id=r.schedule_id, created_at=r.created_at, state=detail.state,
+        data_sha256=r.data_sha256, schedule_id=r.schedule_id, created_at=r.created_at, revision=r.revision,
+        supersedes=r.supersedes, superseded_by=r.superseded_by, watermark=r.watermark, state=detail.state,
         jobs=[job_out(service.describe(job)) for job in detail.jobs],
         provider_observation=_observation_out(detail.observation),
     )
@@ -221,10 +231,13 @@ def get_template_version(template_id: Id, version: Annotated[int, Path(ge=1, le=
 def create_report_request(body: ReportRequestIn, request: Request, response: Response, service: ServiceDep,
                           principal: ReportsRequest) -> ReportRequestOut:
     """Create a report request (one per subject, period and template@version) and its job. The template
-    must be the caller's own or shared (another tenant's answers 404)."""
+    must be the caller's own or shared (another tenant's answers 404). The data is checked against the
+    template's schema (400 invalid_report_data naming the failing path). Other data for an existing
+    request is 409 unless `supersede` is true: then a corrected request replaces it (201)."""
     spec = RequestSpec(tenant=principal.tenant, subject=body.subject, period=body.period,
                        template=body.template, data=body.data, variant=body.variant,
-                       document_class=body.document_class, processor=body.processor)
+                       document_class=body.document_class, processor=body.processor,
+                       watermark=body.watermark, supersede=body.supersede)
     detail, created = _requests(request, service).create(spec, actor=principal.actor)
     if not created:
         response.status_code = 200

@@ -9,23 +9,28 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from docfence.cli.errors import say
+from docfence.cli.output import add_json_flag, emit
 from docfence.config import load_settings
 
 
 def register(sub: Any) -> None:
     audit = sub.add_parser("audit", help="verify or export the hash-chained audit trail")
     audit_sub = audit.add_subparsers(dest="audit_command", required=True, metavar="ACTION")
-    audit_sub.add_parser("verify", help="check every chain; exit 1 naming the first bad event").set_defaults(
-        func=audit_verify)
+    verify = audit_sub.add_parser("verify", help="check every chain; exit 1 naming the first bad event")
+    add_json_flag(verify)
+    verify.set_defaults(func=audit_verify)
     export = audit_sub.add_parser("export", help="write the trail as JSON lines")
     export.add_argument("--out", default="-", help="file to write (default: standard output)")
     export.add_argument("--job", default=None, help="only this job's events")
+    add_json_flag(export, always=True)
     export.set_defaults(func=audit_export)
 
     delete = sub.add_parser("delete", help="delete every byte of a job, keeping its metadata as a tombstone")
     delete.add_argument("job_id")
     delete.add_argument("--request-id", required=True, help="the deletion request this fulfils (recorded)")
     delete.add_argument("--actor", default="cli", help="who asked (recorded in the audit trail)")
+    add_json_flag(delete)
     delete.set_defaults(func=delete_job)
 
 
@@ -40,12 +45,16 @@ def audit_verify(args: argparse.Namespace) -> int:
 
     rt = _runtime()
     result = verify_events(rt.store.iter_audit(), rt.store.audit_heads())
-    if result.ok:
+    data = {"ok": result.ok, "events": result.events, "chains": result.chains,
+            "first_bad_seq": result.first_bad_seq, "problem": result.problem}
+    if args.json:
+        emit(args, "", data)
+    elif result.ok:
         print(f"audit trail intact: {result.events} events in {result.chains} chains")
-        return 0
-    where = f"event {result.first_bad_seq}" if result.first_bad_seq is not None else "a chain's end"
-    print(f"audit trail BROKEN at {where}: {result.problem}", file=sys.stderr)
-    return 1
+    if not result.ok:
+        where = f"event {result.first_bad_seq}" if result.first_bad_seq is not None else "a chain's end"
+        say(f"audit trail BROKEN at {where}: {result.problem}")
+    return 0 if result.ok else 1
 
 
 def audit_export(args: argparse.Namespace) -> int:
@@ -76,8 +85,9 @@ def delete_job(args: argparse.Namespace) -> int:
         report = DeletionService(rt.store, rt.regions).delete_job(
             args.job_id, actor=args.actor, request_id=args.request_id)
     except DocfenceError as exc:
-        print(f"{exc.code}: {exc.message}", file=sys.stderr)
+        say(f"{exc.code}: {exc.message}")
         return 1
-    print(f"deleted {report.objects_deleted} object(s) of {report.job_id} (request {report.request_id}); "
-          "the job's metadata and audit trail remain")
+    emit(args, f"deleted {report.objects_deleted} object(s) of {report.job_id} (request "
+         f"{report.request_id}); the job's metadata and audit trail remain",
+         {"job": report.job_id, "request_id": report.request_id, "objects_deleted": report.objects_deleted})
     return 0

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from docfence.core.errors import ApiError, ConfigError, DocfenceError, RequestError
+from docfence.core.errors import ApiError, ConfigError, DocfenceError, RequestError, StoreUnavailable
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_POLL_TIMEOUT, EXIT_REQUEST = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141
@@ -47,6 +47,11 @@ def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namesp
             raise
         say("interrupted")
         return EXIT_INTERRUPTED
+    except StoreUnavailable as exc:
+        if debug:
+            raise
+        say(f"{describe(exc)} ({database_hint()})")
+        return EXIT_FAILED
     except DocfenceError as exc:
         if debug:
             raise
@@ -70,6 +75,24 @@ def describe(exc: DocfenceError) -> str:
     if isinstance(exc, ConfigError):
         return exc.message
     return f"{exc.code}: {exc.message}"
+
+
+def database_hint() -> str:
+    """Which database the command tried, password removed, so "cannot connect" names what to check."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    from docfence.config import load_settings
+
+    try:
+        url = load_settings().database_url
+    except ConfigError:
+        return "DOCFENCE_DATABASE_URL"
+    parts = urlsplit(url)
+    if parts.password:
+        host = parts.hostname or ""
+        netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
+        url = urlunsplit(parts._replace(netloc=netloc))
+    return f"database {url}"
 
 
 def exit_code(exc: DocfenceError) -> int:

@@ -11,6 +11,7 @@ import argparse
 from typing import Any
 
 from docfence.cli.errors import describe, say
+from docfence.cli.output import add_json_flag, emit
 from docfence.config import load_settings
 from docfence.core.access import OPERATOR, OPERATOR_TENANT
 from docfence.core.errors import DocfenceError
@@ -29,12 +30,15 @@ def register(sub: Any) -> None:
     create.add_argument("--scopes", default="submit,read",
                         help="tenant keys: comma-separated submit,read,admin (admin: the tenant admin)")
     create.add_argument("--name", default="")
+    add_json_flag(create)
     create.set_defaults(func=run_create)
     listing = keys_sub.add_parser("list", help="list keys (never their secrets)")
     listing.add_argument("--tenant")
+    add_json_flag(listing)
     listing.set_defaults(func=run_list)
     revoke = keys_sub.add_parser("revoke", help="revoke a key by id")
     revoke.add_argument("key_id")
+    add_json_flag(revoke)
     revoke.set_defaults(func=run_revoke)
 
 
@@ -56,6 +60,9 @@ def run_create(args: argparse.Namespace) -> int:
     except DocfenceError as exc:
         say(describe(exc))
         return 2
+    if args.json:  # the key is printed once, here too
+        emit(args, "", {"id": record.id, "tenant": record.tenant, "scopes": list(record.scopes), "key": key})
+        return 0
     print(f"key id: {record.id}  tenant: {record.tenant}  scopes: {','.join(record.scopes)}")
     print("store this key now; it is not shown again:")
     print(key)
@@ -63,7 +70,14 @@ def run_create(args: argparse.Namespace) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    for k in _service().list_api_keys(args.tenant):
+    keys = _service().list_api_keys(args.tenant)
+    if args.json:
+        for k in keys:
+            emit(args, "", {"id": k.id, "tenant": k.tenant, "scopes": list(k.scopes), "name": k.name,
+                            "created_at": k.created_at.isoformat(),
+                            "revoked_at": k.revoked_at.isoformat() if k.revoked_at else None})
+        return 0
+    for k in keys:
         revoked = k.revoked_at.isoformat() if k.revoked_at else "-"
         print(f"{k.id}\t{k.tenant}\t{','.join(k.scopes)}\t{k.name}\t{k.created_at.isoformat()}\t{revoked}")
     return 0
@@ -75,5 +89,5 @@ def run_revoke(args: argparse.Namespace) -> int:
     except DocfenceError as exc:
         say(describe(exc))
         return 2
-    print(f"revoked {record.id}")
+    emit(args, f"revoked {record.id}", {"id": record.id, "revoked": True})
     return 0

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from docfence.cli.errors import EXIT_USAGE, describe, say
+from docfence.cli.output import add_json_flag, emit
 from docfence.config import environment, load_settings
 from docfence.core.clock import SystemClock
 from docfence.core.errors import ConfigError, DocfenceError
@@ -36,9 +37,11 @@ def register(sub: Any) -> None:
     create.add_argument("--id", required=True, dest="template_id")
     create.add_argument("--dir", required=True, help="template.html, style.css, schema.json + assets")
     create.add_argument("--tenant", help="the tenant owning the template (default: shared with all tenants)")
+    add_json_flag(create)
     create.set_defaults(func=_guard(run_template_create))
     listing = t_sub.add_parser("list", help="list template versions")
     listing.add_argument("--id", dest="template_id")
+    add_json_flag(listing)
     listing.set_defaults(func=_guard(run_template_list))
 
     reports = sub.add_parser("reports", help="report requests, retries, schedules, provider dispatch")
@@ -49,18 +52,26 @@ def register(sub: Any) -> None:
     request.add_argument("--period", required=True, help="e.g. 2026-11")
     request.add_argument("--template", required=True, help="id@version")
     request.add_argument("--data", help="JSON file with the report data (default: {})")
+    request.add_argument("--watermark", help='JSON object of watermark fields, e.g. {"text": "DRAFT"} '
+                                             "(default: the class's watermark)")
+    request.add_argument("--supersede", action="store_true",
+                         help="replace this period's request (its job ended) by one with corrected data; "
+                              "the old one stays as evidence")
+    add_json_flag(request)
     _request_options(request)
     request.set_defaults(func=_guard(run_request))
     for name, helptext, fn in (("show", "a request with its jobs", run_show),
                                ("retry", "a new job linked to the failed one", run_retry)):
         p = r_sub.add_parser(name, help=helptext)
         p.add_argument("request_id")
+        add_json_flag(p)
         p.set_defaults(func=_guard(fn))
     _register_schedule(r_sub)
     dispatch = r_sub.add_parser("dispatch", help="drive provider-rendered report jobs to terminal states")
     dispatch.add_argument("--providers", required=True, help="TOML file with [providers.<name>] tables")
     dispatch.add_argument("--once", action="store_true", help="one pass, then exit")
     dispatch.add_argument("--interval", type=float, default=2.0, help="seconds between passes")
+    add_json_flag(dispatch, always=True)
     dispatch.set_defaults(func=_guard(run_dispatch))
 
 
@@ -82,12 +93,14 @@ def _register_schedule(r_sub: Any) -> None:
     add.add_argument("--catch-up", type=int, default=3, dest="catch_up_periods")
     add.add_argument("--start-period", help="YYYY-MM of the first request (default: the next one due)")
     _request_options(add)
+    add_json_flag(add)
     add.set_defaults(func=_guard(run_schedule_add))
     run = s_sub.add_parser("run", help="one scheduler pass (or a pass every --every seconds until SIGTERM)")
     run.add_argument("--every", type=float, default=None, help="keep running: seconds between passes")
     run.add_argument("--data-dir", required=True, help="<dir>/<tenant>/<subject>/<period>.json")
     run.add_argument("--providers", help="TOML file with [providers.<name>] tables")
     run.add_argument("--now", help="ISO time of the pass (default: now)")
+    add_json_flag(run, always=True)
     run.set_defaults(func=_guard(run_schedule_run))
 
 
@@ -152,7 +165,8 @@ def run_template_create(args: argparse.Namespace) -> int:
                                                             owner=args.tenant or None)
     finally:
         rt.close()
-    print(f"{info.ref}\t{info.sha256}\t{'created' if created else 'unchanged (identical to newest)'}")
+    emit(args, f"{info.ref}\t{info.sha256}\t{'created' if created else 'unchanged (identical to newest)'}",
+         {"ref": info.ref, "sha256": info.sha256, "created": created, "shared": info.owner is None})
     return 0
 
 
@@ -162,7 +176,9 @@ def run_template_list(args: argparse.Namespace) -> int:
     rt = _runtime()
     try:
         for info in Templates(rt.store).list(args.template_id):
-            print(f"{info.ref}\t{info.name}\t{info.sha256}\t{info.created_at.isoformat()}\t{info.created_by}")
+            text = f"{info.ref}\t{info.name}\t{info.sha256}\t{info.created_at.isoformat()}\t{info.created_by}"
+            emit(args, text, {"ref": info.ref, "name": info.name, "sha256": info.sha256,
+                  "created_at": info.created_at.isoformat(), "created_by": info.created_by})
     finally:
         rt.close()
     return 0
@@ -172,17 +188,40 @@ def run_request(args: argparse.Namespace) -> int:
     from docfence.reports import RequestSpec
 
     data = read_json_file("--data", args.data) if args.data else {}
+    watermark = None
+    if args.watermark:
+        try:
+            watermark = json.loads(args.watermark)
+        except ValueError as exc:
+            raise ConfigError(f"--watermark={args.watermark!r}: not a JSON object ({exc})") from None
+        if not isinstance(watermark, dict):
+            raise ConfigError(f"--watermark={args.watermark!r}: must be a JSON object of watermark fields")
     spec = RequestSpec(tenant=args.tenant, subject=args.subject, period=args.period, template=args.template,
                        data=data, variant=args.variant, document_class=args.document_class,
-                       processor=args.processor)
+                       processor=args.processor, watermark=watermark, supersede=args.supersede)
     rt = _runtime()
     try:
         detail, created = _requests(rt, args.providers).create(spec, actor="cli")
     finally:
         rt.close()
-    print(f"{detail.request.id}\t{'created' if created else 'existing'}\tjob {detail.jobs[-1].id}\t"
-          f"{detail.state}")
+    if args.json:
+        print(json.dumps({**_request_json(detail), "created": created}, sort_keys=True))
+        return 0
+    r = detail.request
+    how = ("created" if r.revision == 1 else f"created revision {r.revision}, superseding {r.supersedes}") \
+        if created else "existing"
+    print(f"{r.id}\t{how}\tjob {detail.jobs[-1].id}\t{detail.state}")
     return 0
+
+
+def _request_json(detail: Any) -> dict[str, Any]:
+    r = detail.request
+    return {"id": r.id, "tenant": r.tenant, "subject": r.subject, "period": r.period,
+            "template": f"{r.template_id}@{r.template_version}", "processor": r.processor, "region": r.region,
+            "revision": r.revision, "supersedes": r.supersedes, "superseded_by": r.superseded_by,
+            "watermark": r.watermark, "data_sha256": r.data_sha256, "state": detail.state,
+            "jobs": [{"id": j.id, "state": j.state.value, "attempt": j.attempt, "parent": j.parent_job_id,
+                      "error_code": j.last_error_code} for j in detail.jobs]}
 
 
 def run_show(args: argparse.Namespace) -> int:
@@ -191,9 +230,15 @@ def run_show(args: argparse.Namespace) -> int:
         detail = _requests(rt, None).get(args.request_id)
     finally:
         rt.close()
+    if args.json:
+        print(json.dumps(_request_json(detail), sort_keys=True))
+        return 0
     r = detail.request
     print(f"{r.id}\t{r.tenant}\t{r.subject}\t{r.period}\t{r.template_id}@{r.template_version}\t"
           f"{r.processor}\t{r.region}\t{detail.state}")
+    if r.supersedes or r.superseded_by:
+        print(f"  revision {r.revision}\tsupersedes {r.supersedes or '-'}\tsuperseded by "
+              f"{r.superseded_by or '- (current)'}")
     for job in detail.jobs:
         print(f"  job {job.id}\t{job.state.value}\tattempt {job.attempt}\tparent {job.parent_job_id or '-'}\t"
               f"{job.last_error_code or ''}")
@@ -210,6 +255,9 @@ def run_retry(args: argparse.Namespace) -> int:
         job = _requests(rt, None).retry(args.request_id, actor="cli")
     finally:
         rt.close()
+    if args.json:
+        print(json.dumps({"id": job.id, "parent": job.parent_job_id, "state": job.state.value}))
+        return 0
     print(f"job {job.id}\tparent {job.parent_job_id}\t{job.state.value}")
     return 0
 
@@ -227,7 +275,8 @@ def run_schedule_add(args: argparse.Namespace) -> int:
         )
     finally:
         rt.close()
-    print(f"{schedule.id}\t{'created' if created else 'existing'}\tlast period {schedule.last_period}")
+    emit(args, f"{schedule.id}\t{'created' if created else 'existing'}\tlast period {schedule.last_period}",
+         {"id": schedule.id, "created": created, "last_period": schedule.last_period})
     return 0
 
 

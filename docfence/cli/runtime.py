@@ -7,9 +7,11 @@ import json
 import sys
 from typing import Any
 
+from docfence.cli.errors import say
+from docfence.cli.output import add_json_flag, emit
 from docfence.config import load_settings
 from docfence.core.clock import monotonic
-from docfence.core.errors import ConfigError, DocfenceError
+from docfence.core.errors import ConfigError
 from docfence.core.policy import Mode
 from docfence.logs import configure as configure_logs
 
@@ -18,7 +20,9 @@ def register(sub: Any) -> None:
     register_demo(sub)
     db = sub.add_parser("db", help="database schema")
     db_sub = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
-    db_sub.add_parser("upgrade", help="apply pending migrations").set_defaults(func=db_upgrade)
+    upgrade = db_sub.add_parser("upgrade", help="apply pending migrations")
+    add_json_flag(upgrade)
+    upgrade.set_defaults(func=db_upgrade)
 
     worker = sub.add_parser("worker", help="claim and render jobs until SIGTERM")
     worker.add_argument("--until-idle", action="store_true", help="exit when no job is queued")
@@ -26,10 +30,15 @@ def register(sub: Any) -> None:
     worker.add_argument("--no-reconcile", action="store_true", help="do not run the reconciler in-process")
     worker.add_argument("--metrics-port", type=int, default=None, help="serve /metrics from this process")
     worker.add_argument("--metrics-addr", default="127.0.0.1", help="address for --metrics-port")
+    add_json_flag(worker, always=True)
     worker.set_defaults(func=run_worker_cmd)
 
     rec = sub.add_parser("reconcile", help="requeue expired leases, cancel past deadlines, delete orphans")
     rec.add_argument("--once", action="store_true", help="one bounded pass, then exit")
+    rec.add_argument("--metrics-port", type=int, default=None,
+                     help="serve /metrics (lease expirations, reclaims) from this process")
+    rec.add_argument("--metrics-addr", default="127.0.0.1", help="address for --metrics-port")
+    add_json_flag(rec, always=True)
     rec.set_defaults(func=reconcile)
 
     ops = sub.add_parser("ops", help="rollback operations: pause/resume claims, drain, set a class's mode")
@@ -38,17 +47,20 @@ def register(sub: Any) -> None:
         p = ops_sub.add_parser(name, help=helptext)
         p.add_argument("--mode", choices=[m.value for m in Mode], help="only this mode (default: all)")
         p.add_argument("--reason", default=None)
+        add_json_flag(p)
         p.set_defaults(func=pause_resume)
     drain = ops_sub.add_parser("drain", help="wait until no valid lease remains")
     drain.add_argument("--mode", choices=[m.value for m in Mode])
     drain.add_argument("--timeout", type=float, default=300.0)
+    add_json_flag(drain)
     drain.set_defaults(func=drain_cmd)
     mode = ops_sub.add_parser("set-mode", help="the mode NEW jobs of a class get (existing jobs keep theirs)")
     mode.add_argument("document_class")
     mode.add_argument("mode", choices=[m.value for m in Mode])
+    add_json_flag(mode)
     mode.set_defaults(func=set_mode)
     status = ops_sub.add_parser("status", help="pauses, class modes, queue depth")
-    status.add_argument("--json", action="store_true", help="print JSON")
+    add_json_flag(status)
     status.set_defaults(func=ops_status)
 
 
@@ -63,7 +75,7 @@ def db_upgrade(args: argparse.Namespace) -> int:
 
     store = open_store(load_settings().database_url, migrate=False)
     applied = store.migrate()
-    print("applied: " + ", ".join(applied) if applied else "schema is up to date")
+    emit(args, "applied: " + ", ".join(applied) if applied else "schema is up to date", {"applied": applied})
     return 0
 
 
@@ -93,6 +105,10 @@ def reconcile(args: argparse.Namespace) -> int:
     configure_logs()
     rt = _runtime()
     rec = rt.reconciler()
+    if args.metrics_port is not None:  # its counters live in this process: expose them
+        from docfence.observability.exposition import serve_metrics
+
+        serve_metrics(args.metrics_port, rt.store, addr=args.metrics_addr)
     if args.once:
         print(json.dumps(rec.run_once().__dict__))
     else:
@@ -107,7 +123,9 @@ def pause_resume(args: argparse.Namespace) -> int:
         rt.store.pause_claims(scope, actor="cli", reason=args.reason)
     else:
         rt.store.resume_claims(scope, actor="cli")
-    print(f"{args.ops_command}d claims for {scope}; paused now: {rt.store.paused_scopes() or 'nothing'}")
+    paused = rt.store.paused_scopes()
+    emit(args, f"{args.ops_command}d claims for {scope}; paused now: {', '.join(paused) or 'nothing'}",
+         {"action": args.ops_command, "scope": scope, "paused": paused})
     return 0
 
 
@@ -118,23 +136,20 @@ def drain_cmd(args: argparse.Namespace) -> int:
     start = monotonic()
     while (n := rt.store.valid_lease_count(mode=args.mode)) > 0:
         if monotonic() - start > args.timeout:
-            print(f"timed out: {n} valid lease(s) remain", file=sys.stderr)
+            say(f"drain timed out after --timeout={args.timeout:g} s: {n} valid lease(s) remain")
             return 1
         print(f"waiting: {n} valid lease(s)", file=sys.stderr)
         time.sleep(1.0)
-    print("drained: no valid leases remain")
+    emit(args, "drained: no valid leases remain", {"drained": True, "valid_leases": 0})
     return 0
 
 
 def set_mode(args: argparse.Namespace) -> int:
     rt = _runtime()
-    try:
-        rt.settings.document_class(args.document_class)
-    except DocfenceError as exc:
-        print(exc.message, file=sys.stderr)
-        return 2
+    rt.settings.document_class(args.document_class)  # ConfigError names the configured classes
     rt.store.set_class_mode(args.document_class, args.mode, actor="cli")
-    print(f"new jobs of class {args.document_class} now get mode {args.mode}; existing jobs keep theirs")
+    emit(args, f"new jobs of class {args.document_class} now get mode {args.mode}; existing jobs keep theirs",
+         {"document_class": args.document_class, "mode": args.mode})
     return 0
 
 

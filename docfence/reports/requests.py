@@ -159,6 +159,10 @@ class ReportRequests:
         if last.state not in (JobState.FAILED, JobState.CANCELED):
             raise IllegalTransition(f"only a failed or canceled job can be retried; {last.id} is "
                                     f"{last.state.value}")
+        if last.last_error_code == "template_data_invalid":
+            raise IllegalTransition(f"job {last.id} failed because its data does not match the template's "
+                                    "schema; a retry would fail the same way: correct the data with reports "
+                                    "request --supersede (API: \"supersede\": true)")
         if last.input_key is None:
             raise IllegalTransition("the failed job's input is gone")
         snapshot = self.router.for_region(last.region).get(last.input_key, expected_sha256=last.input_sha256)

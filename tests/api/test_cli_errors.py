@@ -178,3 +178,54 @@ def test_a_closed_output_pipe_ends_quietly(tmp_path: Path) -> None:
     proc.stderr.close()
     assert proc.wait(timeout=60) == 141
     assert first.startswith(b'{"seq": 0') and err == ""
+
+
+#: Commands without a --json result: serve prints nothing of its own; demo is a walk-through for people.
+NO_JSON = {("serve",), ("demo",)}
+
+
+@pytest.mark.parametrize("command", [c for c in _commands() if c not in NO_JSON], ids=" ".join)
+def test_every_command_takes_json(command: tuple[str, ...], tmp_path: Path) -> None:
+    parser = dict(_leaves(build_parser()))[command]
+    assert any("--json" in action.option_strings for action in parser._actions), command
+
+
+def test_json_is_honoured_by_the_database_commands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    monkeypatch.setenv("DOCFENCE_DATABASE_URL", f"sqlite:///{tmp_path}/docfence.db")
+    monkeypatch.setenv("DOCFENCE_STORAGE_URL", f"file:{tmp_path}/objects")
+    monkeypatch.delenv("DOCFENCE_CONFIG", raising=False)
+    for argv in (["db", "upgrade"], ["keys", "create", "--tenant", "acme"], ["keys", "list"],
+                 ["ops", "pause", "--mode", "raster"], ["ops", "set-mode", "default", "raster"],
+                 ["ops", "status"], ["ops", "drain"], ["audit", "verify"], ["templates", "list"]):
+        assert main([*argv, "--json"]) == 0, argv
+        lines = capsys.readouterr().out.strip().splitlines() or ["{}"]
+        parsed = json.loads(lines[0]) if argv != ["ops", "status"] else json.loads("\n".join(lines))
+        assert isinstance(parsed, dict), argv
+    assert main(["ops", "set-mode", "nope", "raster"]) == 2
+    assert capsys.readouterr().err.strip() == ("docfence: document_class='nope': unknown class "
+                                               "(configured: default)")
+
+
+def test_the_readme_names_every_environment_variable() -> None:
+    from docfence import config
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text("utf-8")
+    variables = {*config._ENV, *config._WORKER_ENV, "DOCFENCE_CONFIG", "DOCFENCE_URL", "DOCFENCE_API_KEY",
+                 "DOCFENCE_REPORT_PROCESSORS"}
+    assert sorted(v for v in variables if f"`{v}`" not in readme) == []
+
+
+def test_an_unreachable_database_is_named_without_its_password(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"postgresql://nobody:hunter2@127.0.0.1:{_closed_port()}/docfence"
+    monkeypatch.setenv("DOCFENCE_DATABASE_URL", url)
+    monkeypatch.delenv("DOCFENCE_CONFIG", raising=False)
+    assert main(["ops", "status"]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("docfence: store_unavailable: ") and "hunter2" not in line
+    assert url.replace("hunter2", "***") in line

@@ -74,3 +74,10 @@ def test_not_a_pdf_is_a_client_error_with_its_own_class(env: ApiEnv) -> None:
     with env.client() as client, pytest.raises(UnsupportedMediaType) as caught:
         client.submit(b"<html>not a pdf</html>")
     assert caught.value.status == 415
+
+
+def test_a_bad_watermark_names_its_field(env: ApiEnv) -> None:
+    with env.client() as client, pytest.raises(InvalidRequest) as bad:
+        client.submit(PDF, watermark={"txt": "x"})
+    assert bad.value.server_code == "invalid_watermark" and bad.value.field == "watermark"
+    assert "unknown watermark field 'txt'" in str(bad.value) and "__init__" not in str(bad.value)

@@ -79,3 +79,35 @@ def test_templates_requests_retry_and_schedules(api: tuple[httpx.Client, Service
     assert client.post("/v1/schedules", json=sched, headers=user).status_code == 200
     assert [s["processor"] for s in client.get("/v1/schedules", headers=user).json()] == ["vendor"]
     assert client.get("/v1/schedules", headers=other).json() == []
+
+
+def test_bad_data_is_a_400_naming_the_path_and_a_failed_request_is_superseded(
+    api: tuple[httpx.Client, Service],
+) -> None:
+    client, service = api
+    admin, user = auth(service, "acme", ("admin",)), auth(service, "acme", ("submit", "read"))
+    assert client.post("/v1/templates", json=template_body(), headers=admin).status_code == 201
+    body = {"subject": "clinic-1", "period": "2026-01", "template": "monthly@1",
+            "data": {**sample_monthly_data(pages=1), "clinic": ""}}
+    refused = client.post("/v1/report-requests", json=body, headers=user)
+    assert refused.status_code == 400
+    assert refused.json()["error"]["code"] == "invalid_report_data"
+    assert refused.json()["error"]["field"] == "data" and "$.clinic" in refused.json()["error"]["message"]
+    period = client.post("/v1/report-requests", json={**body, "period": "october"}, headers=user)
+    assert period.status_code == 422 and period.json()["error"]["field"] == "period"
+    first = client.post("/v1/report-requests", json={**body, "data": sample_monthly_data(pages=1)},
+                        headers=user)
+    assert first.status_code == 201 and first.json()["revision"] == 1
+    (claim,) = service.store.claim("w1")
+    service.store.fail(claim.job.id, claim.attempt, "w1", "render_failed", "wrong", retryable=False)
+    corrected = {**body, "data": sample_monthly_data(pages=1, seed=4), "watermark": {"text": "CORRECTED"}}
+    conflict = client.post("/v1/report-requests", json=corrected, headers=user)
+    assert conflict.status_code == 409 and "supersede" in conflict.json()["error"]["message"]
+    second = client.post("/v1/report-requests", json={**corrected, "supersede": True}, headers=user)
+    assert second.status_code == 201
+    new = second.json()
+    assert new["revision"] == 2 and new["supersedes"] == first.json()["id"]
+    assert new["watermark"] == {"text": "CORRECTED"}
+    assert new["jobs"][0]["state"] == "queued"
+    old = client.get(f"/v1/report-requests/{first.json()['id']}", headers=user).json()
+    assert old["superseded_by"] == new["id"] and old["jobs"][0]["state"] == "failed"

@@ -76,3 +76,49 @@ def test_report_commands(
     assert run("reports", "show", vendor_request) == 0
     out = capsys.readouterr().out
     assert "succeeded" in out and "last status succeeded" in out
+
+
+def test_a_report_with_bad_data_is_corrected_for_its_period(
+    env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The newcomer's path: bad data refused naming the path, a bad period refused, a failed request
+    superseded with corrected data."""
+    from docfence.config import load_settings
+    from docfence.store import open_store
+
+    assert run("templates", "create", "--id", "monthly", "--dir", str(MONTHLY_DIR)) == 0
+    bad, good, fixed = env / "bad.json", env / "good.json", env / "fixed.json"
+    bad.write_text(json.dumps({**sample_monthly_data(pages=1), "clinic": ""}))
+    good.write_text(json.dumps(sample_monthly_data(pages=1)))
+    fixed.write_text(json.dumps(sample_monthly_data(pages=1, seed=9)))
+    base = ("reports", "request", "--tenant", "acme", "--subject", "clinic-1", "--template", "monthly@1")
+    capsys.readouterr()
+    assert run(*base, "--period", "2026-01", "--data", str(bad)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("docfence: --data: invalid_report_data: template monthly@1: ") and "$.clinic" in err
+    assert run(*base, "--period", "october", "--data", str(good)) == 2
+    assert "--period: invalid_request: period='october': must be YYYY-MM" in capsys.readouterr().err
+    assert run(*base, "--period", "2026-01", "--data", str(good), "--json") == 0
+    first = json.loads(capsys.readouterr().out)
+    store = open_store(load_settings().database_url)
+    try:
+        (claim,) = store.claim("w1")
+        store.fail(claim.job.id, claim.attempt, "w1", "render_failed", "wrong figures", retryable=False)
+    finally:
+        store.close()
+    assert run(*base, "--period", "2026-01", "--data", str(fixed)) == 2
+    assert "--supersede" in capsys.readouterr().err
+    assert run(*base, "--period", "2026-01", "--data", str(fixed), "--supersede",
+               "--watermark", '{"text": "CORRECTED", "position": "footer"}') == 0
+    out = capsys.readouterr().out
+    assert f"created revision 2, superseding {first['id']}" in out
+    new_id = out.split("\t")[0]
+    assert run("reports", "show", first["id"]) == 0
+    shown = capsys.readouterr().out
+    assert f"superseded by {new_id}" in shown and "failed" in shown  # the evidence stays
+    assert run("reports", "show", new_id, "--json") == 0
+    new = json.loads(capsys.readouterr().out)
+    assert new["supersedes"] == first["id"] and new["watermark"]["text"] == "CORRECTED"
+    assert new["jobs"][0]["parent"] == first["jobs"][0]["id"]
+    assert run(*base, "--period", "2026-01", "--watermark", "{oops") == 2
+    assert capsys.readouterr().err.startswith("docfence: --watermark='{oops': not a JSON object")

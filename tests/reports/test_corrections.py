@@ -112,3 +112,12 @@ def test_the_watermark_comes_from_the_class_or_the_request(
     with pytest.raises(InvalidWatermark, match="unknown watermark field 'txt'") as bad:
         requests_uc.create(spec(monthly, subject="clinic-3", watermark={"txt": "x"}), actor="test")
     assert bad.value.field == "watermark"
+
+
+def test_retrying_a_job_that_failed_on_its_data_points_at_supersede(
+    rstore: SqlStore, monthly: str, requests_uc: ReportRequests
+) -> None:
+    detail, _ = requests_uc.create(spec(monthly), actor="test")
+    _fail_newest(rstore)  # failed with template_data_invalid
+    with pytest.raises(IllegalTransition, match="--supersede"):
+        requests_uc.retry(detail.request.id, actor="op")
