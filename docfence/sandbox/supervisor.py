@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from docfence.core.clock import monotonic
-from docfence.core.policy import JobPolicy
+from docfence.core.policy import JobPolicy, Mode
 from docfence.sandbox import protocol
 from docfence.sandbox.outcomes import Outcome, from_answer, from_exit
 from docfence.sandbox.work import KINDS
@@ -47,12 +47,28 @@ class Task:
             raise ValueError(f"unknown sandbox task kind {self.kind!r}")
 
 
+def _raster_dpi(task: Task) -> int | None:
+    """The DPI a raster watermark job draws its pages at (its budget grows with it), else None."""
+    policy = task.policy
+    return policy.dpi if task.kind == "watermark" and Mode(policy.mode) is Mode.RASTER else None
+
+
 class SandboxUnavailable(RuntimeError):
     """The zygote could not be started."""
 
 
+PROFILES = ("all", "watermark", "report")  # what the zygote imports and warms (zygote.py)
+
+
 class Sandbox:
-    def __init__(self) -> None:
+    def __init__(self, profile: str = "all") -> None:
+        """`profile`: "watermark" leaves the report engine (weasyprint, +28 MB) out of the zygote, so
+        each fork and exit copies and tears down fewer page tables; "report" warms it before the first
+        task; "all" (default) warms both. Any profile runs any task kind, a missing import costing
+        that one task its time."""
+        if profile not in PROFILES:
+            raise ValueError(f"unknown sandbox profile {profile!r}")
+        self.profile = profile
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
@@ -108,7 +124,8 @@ class Sandbox:
             "kind": task.kind, "input": str(task.input_path), "output": str(task.output_path),
             "answer": str(answer), "policy": task.policy.to_dict(), "password": task.password,
             "fsync": task.fsync, "memory_mb": limits.render_memory_mb,
-            "cpu_s": int(limits.render_budget_s(input_bytes=size, pages=limits.max_pages)) + 1,
+            "cpu_s": int(limits.render_budget_s(input_bytes=size, pages=limits.max_pages,
+                                                raster_dpi=_raster_dpi(task))) + 1,
         }
         message = {"op": "run", "token": token, "request": request}
         with self._lock:
@@ -149,7 +166,7 @@ class Sandbox:
         with theirs:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "docfence.sandbox.zygote", "--parent", str(os.getpid()),
-                 "--fd", str(theirs.fileno())],
+                 "--fd", str(theirs.fileno()), "--profile", self.profile],
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, close_fds=True,
             )
         self._control, self._ready = ours, False
@@ -191,7 +208,8 @@ class _Watch:
         self.cancel, self.heartbeat, self.interval = cancel, heartbeat, heartbeat_interval_s
         self.size = task.input_path.stat().st_size if task.input_path.exists() else 0
         self.started = monotonic()
-        self.deadline = self.started + task.policy.limits.render_budget_s(input_bytes=self.size)
+        self.deadline = self.started + task.policy.limits.render_budget_s(
+            input_bytes=self.size, raster_dpi=_raster_dpi(task))
         self.killed_for: str | None = None
         self.killed_at = 0.0
         self.next_beat = self.started + heartbeat_interval_s
@@ -229,7 +247,8 @@ class _Watch:
         if "pages" in message and self.killed_for is None:
             pages = int(message["pages"])  # type: ignore[call-overload]
             limits = self.task.policy.limits
-            self.deadline = self.started + limits.render_budget_s(input_bytes=self.size, pages=pages)
+            self.deadline = self.started + limits.render_budget_s(
+                input_bytes=self.size, pages=pages, raster_dpi=_raster_dpi(self.task))
         elif "answered" in message:
             try:
                 return from_answer(json.loads(self.answer.read_text("utf-8")))
