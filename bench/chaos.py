@@ -16,9 +16,12 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--kill-every", type=float, default=2.0)
     parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--standalone-reconciler", action="store_true",
+                        help="also run one `docfence reconcile` process that is never killed")
     parser.add_argument("--json", action="store_true", help="print JSON (the only output format)")
     args = parser.parse_args()
-    print(json.dumps(run(args.store, args.jobs, args.workers, args.kill_every, timeout_s=args.timeout)))
+    print(json.dumps(run(args.store, args.jobs, args.workers, args.kill_every, timeout_s=args.timeout,
+                         standalone_reconciler=args.standalone_reconciler)))
 
 
 if __name__ == "__main__":

@@ -7,8 +7,10 @@ Input i is mutation `MUTATIONS[rng]` of seed `rng` with `rng = Random(f"{seed}:{
 reproducible and input i can be regenerated alone (`--only i --keep DIR`). Every input goes through the
 real CLI (`docfence watermark --json`, one child per file under the default limits) in vector mode, and
 every K-th one also in raster mode. Figures: inputs, runs, answers by code, tracebacks (a crashed child
-or CLI; goal 0), answers over budget (the time limit hit, or slower than the budget; goal 0), outputs
-that `qpdf --check` or `mutool` reject (goal 0), p50/p99 time to refusal (goal p99 <= 2 s), peak RSS.
+or CLI, or an uncoded engine exception: engine_error/render_crashed; goal 0), answers over budget (later
+than limits.render_timeout_s plus the kill grace; goal 0), inputs the sandbox stopped at their time
+budget (render_resource_exceeded, listed apart), outputs that `qpdf --check` or `mutool` reject
+(goal 0), p50/p99 time to refusal (goal p99 <= 2 s), peak RSS.
 mutool (AGPL) is only an outside checker here, never a runtime dependency.
 """
 
@@ -134,11 +136,14 @@ def _cycle(pdf: pikepdf.Pdf, rng: random.Random) -> None:
         form.Resources = pikepdf.Dictionary(XObject=pikepdf.Dictionary(Me=form))
         page.Resources = pikepdf.Dictionary(XObject=pikepdf.Dictionary(Me=form))
         pdf.pages[0].contents_add(pdf.make_stream(b"/Me Do"))
-    elif choice == 1:  # one unnamed field shared by two parents
+    elif choice == 1:  # one widget under a named and an unnamed field: pdfium never loads the page
+        named = pdf.make_indirect(pikepdf.Dictionary(T=pikepdf.String("a")))
         widget = pdf.make_indirect(pikepdf.Dictionary(Type=pikepdf.Name.Annot, Subtype=pikepdf.Name.Widget,
-                                                      FT=pikepdf.Name.Tx, Rect=[0, 0, 10, 10], P=page))
-        parents = [pdf.make_indirect(pikepdf.Dictionary(T=pikepdf.String(t), Kids=[widget])) for t in "ab"]
-        pdf.Root.AcroForm = pikepdf.Dictionary(Fields=pikepdf.Array(parents))
+                                                      FT=pikepdf.Name.Tx, Rect=[0, 0, 10, 10], P=page,
+                                                      Parent=named))
+        unnamed = pdf.make_indirect(pikepdf.Dictionary(Kids=[widget], Parent=named))
+        named.Kids = pikepdf.Array([widget])
+        pdf.Root.AcroForm = pikepdf.Dictionary(Fields=pikepdf.Array([named, unnamed]))
         page.Annots = pikepdf.Array([widget])
     else:  # outline items that loop
         first = pdf.make_indirect(pikepdf.Dictionary(Title=pikepdf.String("a")))
@@ -252,7 +257,7 @@ def fuzz(seeds: Path, n: int, seed: int, modes: list[str], raster_every: int, ba
     for mode in modes:
         chosen = [p for p, (i, _, _) in meta.items() if mode != "raster" or i % raster_every == 0]
         for start in range(0, len(chosen), batch):
-            out_dir = work / f"out-{mode}"
+            out_dir = (keep or work) / f"out-{mode}"
             out_dir.mkdir(exist_ok=True)
             entries, rss, stderr = run_cli([Path(p) for p in chosen[start : start + batch]], mode, out_dir,
                                            budget_s)
@@ -266,26 +271,38 @@ def fuzz(seeds: Path, n: int, seed: int, modes: list[str], raster_every: int, ba
                 if entry.get("ok"):
                     run["rejected_by"] = output_rejected(Path(entry["output"]))
                 runs.append(run)
-    if keep is None:
-        shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(work, ignore_errors=True)
     return summarise(runs, len(indices), peak_kib, stderr_tracebacks, budget_s)
 
 
+CRASH_CODES = frozenset({"cli_crashed", "internal_error", "engine_error", "render_crashed"})
+
+
 def _crashed(run: dict[str, Any]) -> bool:
-    return run["code"] in ("cli_crashed", "internal_error") or (
-        run["code"] == "render_resource_exceeded" and "without an answer" in run["message"])
+    """An uncoded failure: the CLI or the render child crashed, or an engine raised something uncoded."""
+    return run["code"] in CRASH_CODES
+
+
+KILL_GRACE_S = 2.0  # the sandbox kills at the budget, SIGKILLs a second later, then answers
 
 
 def _over_budget(run: dict[str, Any], budget_s: float) -> bool:
-    return run["seconds"] > budget_s or (
-        run["code"] == "render_resource_exceeded" and "time limit" in run["message"])
+    """An answer later than the largest budget any input may get (limits.render_timeout_s)."""
+    return run["seconds"] > budget_s + KILL_GRACE_S
+
+
+def _time_limit(run: dict[str, Any]) -> bool:
+    """Answered in time, but because the sandbox stopped the work at the input's budget."""
+    return run["code"] == "render_resource_exceeded" and "time" in run["message"]
 
 
 def summarise(runs: list[dict[str, Any]], inputs: int, peak_kib: int, stderr_tracebacks: int,
               budget_s: float) -> dict[str, Any]:
-    refusals = [r["seconds"] for r in runs if r["code"] != "ok"]
+    refusals = [r["seconds"] for r in runs if r["code"] != "ok" and not _time_limit(r)]
+    failures = [r["seconds"] for r in runs if r["code"] != "ok"]
     crashed = [r for r in runs if _crashed(r)]
     over = [r for r in runs if _over_budget(r, budget_s)]
+    killed = [r for r in runs if _time_limit(r)]
     rejected = [r for r in runs if r.get("rejected_by")]
     pick = ("index", "seed_file", "mutation", "mode", "code", "seconds")
     return {
@@ -295,19 +312,23 @@ def summarise(runs: list[dict[str, Any]], inputs: int, peak_kib: int, stderr_tra
         "mutations": dict(sorted(Counter(r["mutation"] for r in runs).items())),
         "tracebacks": len(crashed) + stderr_tracebacks,
         "over_budget": len(over),
+        "stopped_at_time_budget": len(killed),
         "outputs_rejected": len(rejected),
         "refusal_seconds_p50": round(_percentile(refusals, 0.50), 3),
         "refusal_seconds_p99": round(_percentile(refusals, 0.99), 3),
         "refusal_p99_goal_s": REFUSAL_P99_GOAL_S,
+        "failure_seconds_p99": round(_percentile(failures, 0.99), 3),  # time-budget stops included
         "seconds_max": round(max((r["seconds"] for r in runs), default=0.0), 3),
         "budget_s": budget_s,
         "peak_rss_mib": round(peak_kib / 1024, 1),
         "examples": {
             "tracebacks": [{k: r[k] for k in pick} for r in crashed[:10]],
             "over_budget": [{k: r[k] for k in pick} for r in over[:10]],
+            "stopped_at_time_budget": [{k: r[k] for k in pick} for r in killed[:10]],
             "outputs_rejected": [{**{k: r[k] for k in pick}, "by": r["rejected_by"]} for r in rejected[:10]],
             "slowest_refusals": [{k: r[k] for k in pick} for r in sorted(
-                (r for r in runs if r["code"] != "ok"), key=lambda r: -r["seconds"])[:5]],
+                (r for r in runs if r["code"] != "ok" and not _time_limit(r)),
+                key=lambda r: -r["seconds"])[:5]],
         },
     }
 

@@ -12,7 +12,7 @@ from typing import TextIO
 
 from docfence.config import DocumentClass, Settings, WorkerConfig
 from docfence.core.clock import monotonic
-from docfence.core.policy import Mode, WatermarkSpec
+from docfence.core.policy import Mode, SanitizePolicy, WatermarkSpec
 from docfence.core.records import Job
 from docfence.core.states import JobState
 from docfence.logs import configure as configure_logs
@@ -49,10 +49,13 @@ def demo_settings(base: Path) -> Settings:
         database_url=f"sqlite:///{base / 'docfence.db'}",
         storage_url=f"file:{base / 'objects'}",
         default_class="clinical-summary",
-        classes={
+        classes={  # both leave the organisation: active content and hidden data are stripped (the default)
             "clinical-summary": DocumentClass("clinical-summary", mode=Mode.VECTOR, deadline_s=120,
-                                              watermark=mark),
+                                              watermark=mark, sanitize=SanitizePolicy()),
             "preview": DocumentClass("preview", mode=Mode.RASTER, dpi=100, deadline_s=120, watermark=mark),
+            # stays inside: nothing is stripped, what is found is still listed in the validation report
+            "internal-archive": DocumentClass("internal-archive", mode=Mode.VECTOR, deadline_s=120,
+                                              watermark=mark, sanitize=SanitizePolicy.keep_all()),
         },
         worker=WorkerConfig(lease_ttl_s=10, heartbeat_interval_s=2, batch=1, poll_interval_s=0.2,
                             reconcile_interval_s=1),
@@ -64,7 +67,28 @@ def _sample(name: str) -> bytes:
 
     if name == "long_40_pages":
         return samples.many_pages(40)
+    if name == "form":
+        return with_active_content(samples.all_samples()[name])
     return samples.all_samples()[name]
+
+
+def with_active_content(data: bytes) -> bytes:
+    """The form sample as documents often arrive: an open-action script, an embedded CSV of (made-up)
+    rows and an author in the metadata; the clinical-summary class strips all three."""
+    import pikepdf
+
+    pdf = pikepdf.open(io.BytesIO(data))
+    pdf.Root.OpenAction = pikepdf.Dictionary(S=pikepdf.Name.JavaScript, JS=pikepdf.String("app.alert(1)"))
+    rows = pdf.make_stream(b"id,name\n1,Sample Person\n")
+    rows.Type = pikepdf.Name.EmbeddedFile
+    spec = pikepdf.Dictionary(Type=pikepdf.Name.Filespec, F=pikepdf.String("rows.csv"),
+                              EF=pikepdf.Dictionary(F=rows))
+    pdf.Root.Names = pikepdf.Dictionary(EmbeddedFiles=pikepdf.Dictionary(
+        Names=pikepdf.Array([pikepdf.String("rows.csv"), spec])))
+    pdf.docinfo["/Author"] = "Dr. Sample"
+    out = io.BytesIO()
+    pdf.save(out)
+    return out.getvalue()
 
 
 def run_demo(base: Path, out: TextIO) -> int:
@@ -123,6 +147,10 @@ def _summary(rt: Runtime, base: Path, jobs: list[tuple[str, Job]], out: TextIO) 
             verdict = "ok" if art.validation.get("ok") else "FAILED"
             print(f"  {job.id} {name:<14} {job.mode:<6} succeeded  pages={art.pages:<3} "
                   f"validation={verdict} ({passed}/{len(checks)} checks)", file=out)
+            stripped = art.validation.get("sanitize", {}).get("stripped", {})
+            if stripped:
+                items = ", ".join(f"{kind} {count}" for kind, count in stripped.items())
+                print(f"      sanitised: {items}", file=out)
             print(f"      sha256 {art.sha256}\n      {path}", file=out)
         else:
             all_ok = False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,23 @@ CORPUS = REPO.parent / "shared" / "corpus"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--headless=new", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture(autouse=True)
+def _restore_root_logging() -> Iterator[None]:
+    """CLI tests run `docfence` commands in-process, and each command routes the root logger to its own
+    stderr handler: put the root logger back afterwards, so one test's logging setup (a handler on a
+    closed capture stream, INFO level for every library) never leaks into the tests that follow."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    disabled = {name: lg.disabled for name, lg in logging.root.manager.loggerDict.items()
+                if isinstance(lg, logging.Logger)}
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    for name, lg in logging.root.manager.loggerDict.items():
+        if isinstance(lg, logging.Logger):
+            lg.disabled = disabled.get(name, False)
 
 
 @pytest.fixture(scope="module")

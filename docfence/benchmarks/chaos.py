@@ -11,6 +11,7 @@ import random
 import signal
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from contextlib import ExitStack
@@ -59,10 +60,14 @@ def _rendering_by(rt: Runtime, pid: int) -> list[tuple[str, int]]:
 
 
 def _soak(rt: Runtime, env: dict[str, str], logs: Path, workers: int, kill_every: float,
-          ids: list[str], timeout_s: float, kill_every_jobs: int = 0) -> list[Kill]:
+          ids: list[str], timeout_s: float, kill_every_jobs: int = 0,
+          standalone_reconciler: bool = False) -> list[Kill]:
     """Kill every `kill_every` seconds, and/or each time `kill_every_jobs` more jobs have ended (a
-    schedule that does not depend on how fast this machine is, for tests)."""
+    schedule that does not depend on how fast this machine is, for tests). With
+    `standalone_reconciler`, one `docfence reconcile` process runs too and is never killed (the
+    workers' in-process reconcilers die with them)."""
     procs = [start_worker(env, logs / f"w{i}.log") for i in range(workers)]
+    reconciler = _start_reconciler(env, logs / "reconciler.log") if standalone_reconciler else None
     kills: list[Kill] = []
     next_kill = monotonic() + kill_every
     next_kill_at_ended = kill_every_jobs
@@ -77,7 +82,7 @@ def _soak(rt: Runtime, env: dict[str, str], logs: Path, workers: int, kill_every
             if kill_every_jobs > 0 and len(ids) - pending >= next_kill_at_ended:
                 due, next_kill_at_ended = True, next_kill_at_ended + kill_every_jobs
             if due:
-                victim = _victim(rt, procs)
+                victim = random.randrange(workers)
                 pid = procs[victim].pid
                 kills.append(Kill(utcnow(), pid, _rendering_by(rt, pid)))
                 os.killpg(pid, signal.SIGKILL)  # the worker, its forkserver and render children
@@ -86,10 +91,10 @@ def _soak(rt: Runtime, env: dict[str, str], logs: Path, workers: int, kill_every
                 next_kill += kill_every
             time.sleep(0.1)
     finally:
-        for p in procs:
+        for p in [*procs, *([reconciler] if reconciler else [])]:
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGTERM)
-        for p in procs:
+        for p in [*procs, *([reconciler] if reconciler else [])]:
             try:
                 p.wait(timeout=15)
             except subprocess.TimeoutExpired:
@@ -97,11 +102,10 @@ def _soak(rt: Runtime, env: dict[str, str], logs: Path, workers: int, kill_every
     return kills
 
 
-def _victim(rt: Runtime, procs: list[subprocess.Popen[bytes]]) -> int:
-    """A worker that holds a lease right now when there is one (a kill mid-render), else any."""
-    owners = [j.lease_owner or "" for j in rt.store.list_jobs(state=JobState.RENDERING, limit=1000)]
-    busy = [i for i, p in enumerate(procs) if any(f"-{p.pid}-" in o for o in owners)]
-    return random.choice(busy) if busy else random.randrange(len(procs))
+def _start_reconciler(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "docfence.cli", "reconcile"], env=env, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def _collect_after_grace(rt: Runtime, ids: list[str]) -> int:
@@ -160,7 +164,8 @@ def _reclaim_delays(rt: Runtime, kills: list[Kill]) -> list[float]:
 
 
 def run(store: str, jobs: int, workers: int, kill_every: float, *, timeout_s: float = 600.0,
-        deadline_s: float = 300.0, kill_every_jobs: int = 0) -> dict[str, Any]:
+        deadline_s: float = 300.0, kill_every_jobs: int = 0, standalone_reconciler: bool = False,
+        ) -> dict[str, Any]:
     from docfence.benchmarks.queue import fresh_store_url
 
     with ExitStack() as stack:
@@ -174,8 +179,10 @@ def run(store: str, jobs: int, workers: int, kill_every: float, *, timeout_s: fl
         rt = Runtime.open(load_settings(env=env))
         ids = _submit_all(rt, jobs, deadline_s)
         started = monotonic()
-        kills = _soak(rt, env, tmp, workers, kill_every, ids, timeout_s, kill_every_jobs)
+        kills = _soak(rt, env, tmp, workers, kill_every, ids, timeout_s, kill_every_jobs,
+                      standalone_reconciler)
         result = {"store": store, "workers": workers, "kill_every_s": kill_every,
+                  "standalone_reconciler": standalone_reconciler,
                   "wall_s": round(monotonic() - started, 2)}
         result.update(_figures(rt, storage_url, ids, kills))
         rt.close()

@@ -54,8 +54,12 @@ def output_names(inputs: list[Path]) -> list[str]:
         return "__".join([*parts, path.stem]) + ".watermarked.pdf"
 
     names = [name(p, 0) for p in inputs]
+    resolved = [p.resolve() for p in inputs]
     for depth in range(1, 64):
-        clashing = {n for n in names if names.count(n) > 1}
+        owners: dict[str, set[Path]] = {}
+        for n, path in zip(names, resolved, strict=True):
+            owners.setdefault(n, set()).add(path)
+        clashing = {n for n, paths in owners.items() if len(paths) > 1}  # the same file twice: numbered
         if not clashing:
             break
         names = [name(p, depth) if n in clashing else n for p, n in zip(inputs, names, strict=True)]

@@ -41,7 +41,7 @@ def process(data: bytes, policy: JobPolicy, *, password: str | None = None,
         on_pages(len(opened.pages))
     sanitised = sanitize(opened.pdf, opened.pages, policy.sanitize)
     source = data
-    if sanitised.annotations_changed or opened.repaired:
+    if _pages_touched(sanitised.stripped) or opened.repaired:
         # the validator compares the output with its source: give it (and the raster renderer) the
         # repaired and sanitised input, so what was changed on purpose is not reported as a loss
         source = save(opened.pdf, opened.encrypted)
@@ -66,6 +66,13 @@ def process(data: bytes, policy: JobPolicy, *, password: str | None = None,
     report["notes"] = [*opened.notes, *sanitised.notes(), *report["notes"]]
     require_valid(report)
     return ProcessResult(output=output, pages=len(opened.pages), validation=report, mode=mode)
+
+
+def _pages_touched(stripped: list[Any]) -> bool:
+    """Something was stripped from a page, an annotation or field, or an object pages may use: the
+    validator, which compares every page entry and resource, must then see the sanitised input. Items
+    removed from the trailer or catalog alone (e.g. /Info) leave every page as it was."""
+    return any(not str(f.where).startswith(("trailer", "catalog")) for f in stripped)
 
 
 __all__ = ["ProcessResult", "process"]

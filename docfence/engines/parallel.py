@@ -1,5 +1,6 @@
-"""Split a page range across forked processes (copy-on-write: the opened documents are not re-read), the
-calling process taking the last part. The one place validation goes parallel; swap it for a pool here.
+"""Run independent pieces of validation in forked processes (copy-on-write: the opened documents are not
+re-read), the calling process taking the last piece; page ranges are split evenly. The one place
+validation goes parallel: swap it for a pool here.
 
 A forked part that dies or answers nothing is reported as `None` for its range: the caller fails closed.
 Forked parts get a parent-death signal, so none outlives a killed caller."""
@@ -7,6 +8,7 @@ Forked parts get a parent-death signal, so none outlives a killed caller."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import pickle
 import signal
@@ -39,11 +41,11 @@ def _die_with_parent() -> None:
         pass
 
 
-def _child(fn: Callable[[int, int], T], first: int, stop: int, write_fd: int) -> None:
+def _child(task: Callable[[], T], write_fd: int) -> None:
     code = 1
     try:
         _die_with_parent()
-        payload = pickle.dumps(fn(first, stop))
+        payload = pickle.dumps(task())
         with os.fdopen(write_fd, "wb") as pipe:
             pipe.write(payload)
         code = 0
@@ -51,20 +53,20 @@ def _child(fn: Callable[[int, int], T], first: int, stop: int, write_fd: int) ->
         os._exit(code)
 
 
-def map_ranges(fn: Callable[[int, int], T], ranges: list[tuple[int, int]]) -> list[T | None]:
-    """fn(first, stop) for each range; all but the last run in forked children, in parallel."""
-    if len(ranges) <= 1 or not hasattr(os, "fork"):
-        return [fn(first, stop) for first, stop in ranges]
+def run_parallel(tasks: list[Callable[[], T]]) -> list[T | None]:
+    """Each task's result, in order; all but the last run in forked children at the same time."""
+    if len(tasks) <= 1 or not hasattr(os, "fork"):
+        return [task() for task in tasks]
     children: list[tuple[int, int]] = []
-    for first, stop in ranges[:-1]:
+    for task in tasks[:-1]:
         read_fd, write_fd = os.pipe()
         pid = os.fork()
         if pid == 0:
             os.close(read_fd)
-            _child(fn, first, stop, write_fd)
+            _child(task, write_fd)
         os.close(write_fd)
         children.append((pid, read_fd))
-    own = fn(*ranges[-1])
+    own = tasks[-1]()
     results: list[T | None] = []
     for pid, read_fd in children:
         with os.fdopen(read_fd, "rb") as pipe:
@@ -75,4 +77,9 @@ def map_ranges(fn: Callable[[int, int], T], ranges: list[tuple[int, int]]) -> li
     return [*results, own]
 
 
-__all__ = ["map_ranges", "split", "usable_cores"]
+def map_ranges(fn: Callable[[int, int], T], ranges: list[tuple[int, int]]) -> list[T | None]:
+    """fn(first, stop) for each range, in parallel (see run_parallel)."""
+    return run_parallel([functools.partial(fn, first, stop) for first, stop in ranges])
+
+
+__all__ = ["map_ranges", "run_parallel", "split", "usable_cores"]

@@ -86,6 +86,8 @@ def structure_notes(data: bytes, pdf: pikepdf.Pdf) -> list[str]:
         notes.append("repaired: bytes before the %PDF header were ignored")
     if pdf.get_warnings():
         notes.append("repaired: damaged cross-reference data was reconstructed by qpdf")
+    if "/Size" not in pdf.trailer:
+        pdf.trailer.Size = 0  # qpdf's writer fills in the value, but only for a key that exists
     return notes
 
 

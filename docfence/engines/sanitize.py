@@ -40,10 +40,12 @@ class SanitizeResult:
     found: list[Finding] = field(default_factory=list)
     stripped: list[Finding] = field(default_factory=list)
     annotations_changed: bool = False
+    repairs: list[str] = field(default_factory=list)
 
     def notes(self) -> list[str]:
         kinds = sorted({f.kind for f in self.stripped})
-        return [f"sanitised: {len(self.stripped)} item(s) removed ({', '.join(kinds)})"] if kinds else []
+        removed = [f"sanitised: {len(self.stripped)} item(s) removed ({', '.join(kinds)})"] if kinds else []
+        return [*self.repairs, *removed]
 
     def report(self) -> dict[str, Any]:
         """The validation report's entry: counts per kind and the first locations (no document content)."""
@@ -200,18 +202,28 @@ def _fields(s: _Sanitizer, form: pikepdf.Dictionary) -> None:
 
 
 def _outlines(s: _Sanitizer, outlines: pikepdf.Object | None) -> None:
+    """Outline actions; a link back to an item already seen (a loop, or an item under two parents) is
+    cut, so no reader walks the outline forever. Bounded by _MAX_OUTLINE_ITEMS."""
     if not isinstance(outlines, pikepdf.Dictionary):
         return
-    stack = [outlines.get("/First")]
+    stack: list[tuple[pikepdf.Dictionary, str]] = [(outlines, "/First")]
     seen: set[tuple[int, int]] = set()
+    cut = 0
     while stack and len(seen) < _MAX_OUTLINE_ITEMS:
-        item = stack.pop()
-        if not isinstance(item, pikepdf.Dictionary) or (item.is_indirect and item.objgen in seen):
+        holder, key = stack.pop()
+        item = holder.get(key)
+        if not isinstance(item, pikepdf.Dictionary):
+            continue
+        if item.is_indirect and item.objgen in seen:
+            del holder[key]
+            cut += 1
             continue
         if item.is_indirect:
             seen.add(item.objgen)
         s.action(item, "/A", "outline item")
-        stack.extend([item.get("/Next"), item.get("/First")])
+        stack.extend([(item, "/Next"), (item, "/First")])
+    if cut:
+        s.result.repairs.append(f"repaired: {cut} outline link(s) that looped back were cut")
 
 
 def _page(s: _Sanitizer, page: pikepdf.Dictionary, number: int) -> None:

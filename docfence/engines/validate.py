@@ -12,7 +12,9 @@ Raster: page count, visible size, watermark pixels on every page, second reader.
 
 from __future__ import annotations
 
+import functools
 import io
+from collections.abc import Callable
 from typing import Any
 
 import pikepdf
@@ -24,7 +26,7 @@ from docfence.core.policy import SanitizePolicy, WatermarkSpec
 from docfence.engines import page_checks
 from docfence.engines import page_facts as facts
 from docfence.engines.geometry import PageGeometry, page_geometry
-from docfence.engines.parallel import map_ranges, split, usable_cores
+from docfence.engines.parallel import run_parallel, split, usable_cores
 from docfence.engines.sanitize_residue import residue_check
 from docfence.engines.second_reader import SecondReader
 from docfence.engines.wm_layer import coverage_mask
@@ -34,6 +36,7 @@ _RENDER_PX = 110.0  # longest side of the low-resolution comparison render
 _MAX_DETAILS = 10
 _RASTER_NOISE = 8.0  # mean difference a re-rasterised page may show from resampling alone
 _PARALLEL_FROM_PAGES = 200  # below this, forking costs more than it saves
+_PARALLEL_FROM_RENDERS = 8  # pages to render (both files) before splitting them across processes
 _SAMPLE_PAGES = 6  # standard mode: pages rendered as a cross-check of the structural proof
 
 
@@ -83,15 +86,17 @@ def validate(
         failed = check("output_opens", ["the output cannot be opened"])
         return {"ok": False, "mode": mode, "level": level, "pages": 0, "checks": [failed], "notes": []}
     src_pages, out_pages = [p.obj for p in src.pages], [p.obj for p in out.pages]
-    reader = SecondReader(output, password, len(out_pages))
+    # qpdf's content-stream parse is kept where pages are not proved byte-identical (exhaustive, raster)
+    parse = level == "exhaustive" or mode != "vector"
+    reader = SecondReader(output, password, len(out_pages), parse_content=parse)
+    # nothing of a kind the sanitiser strips may be left (engines/sanitize*); runs beside the page proof
+    residue = (lambda: residue_check(out, sanitize)) if sanitize is not None else None
     try:
-        checks, notes = _checks(source, output, pw, spec, src_pages, out_pages, mode, dpi, level)
+        checks, notes = _checks(source, output, pw, spec, src_pages, out_pages, mode, dpi, level, residue)
     finally:
         second = reader.finish([page_geometry(p) for p in out_pages])
     checks.insert(0, _opens_cleanly(out))
     checks.append(second if checks[1]["ok"] else check("second_reader", [], skipped="page count differs"))
-    if sanitize is not None:
-        checks.append(residue_check(out, sanitize))  # nothing of a stripped kind left (engines/sanitize*)
     return {
         "ok": all(c["ok"] for c in checks),
         "mode": mode,
@@ -120,6 +125,7 @@ def _checks(
     mode: str,
     dpi: int,
     level: str,
+    side: Callable[[], Check] | None,
 ) -> tuple[list[Check], list[str]]:
     count = len(src_pages)
     checks: list[Check] = [
@@ -131,29 +137,41 @@ def _checks(
         ),
     ]
     if not checks[0]["ok"]:
-        return checks, []
+        return checks + ([side()] if side else []), []
     selected = [spec.page_selected(i, count) for i in range(count)]
     geos = [page_geometry(p) for p in src_pages]
     if mode != "vector":
         checks.append(facts.visible_size_check(src_pages, out_pages))
-        checks += pixel_checks(source, output, pw, selected, mode, spec, geos, range(count), dpi)
+        checks += split_pixel_checks(source, output, pw, selected, mode, spec, geos, range(count), dpi)
+        checks += [side()] if side else []
         return checks, ["raster mode: text, links, annotations and form fields are intentionally not kept"]
     out_geos = [page_geometry(p) for p in out_pages]
     pair = page_checks.Pair(src_pages, out_pages, spec, selected, geos, out_geos)
-    findings = prove_pages(pair)
+    findings, side_check = prove_pages(pair, side)
     checks += structure_report(findings, count, spec)
+    checks.append(mark_visible_alone(geos, selected, spec))
     render = range(count) if level == "exhaustive" else pixel_pages(findings, geos, selected)
-    checks += pixel_checks(source, output, pw, selected, mode, spec, geos, render, None)
+    checks += split_pixel_checks(source, output, pw, selected, mode, spec, geos, render, None)
     checks[-1]["why"] = "every page" if level == "exhaustive" else _why(findings, render)
-    return checks, []
+    return checks + ([side_check] if side_check else []), []
 
 
-def prove_pages(pair: page_checks.Pair) -> page_checks.RangeFindings:
-    """Structural proof of every page, split across the usable cores for long documents."""
+def prove_pages(
+    pair: page_checks.Pair, side: Callable[[], Check] | None = None
+) -> tuple[page_checks.RangeFindings, Check | None]:
+    """Structural proof of every page, split across the usable cores for long documents, with `side`
+    (a whole-document check) run at the same time; a piece that dies fails its checks closed."""
     count = len(pair.src_pages)
-    workers = usable_cores() if count >= _PARALLEL_FROM_PAGES else 1
-    ranges = split(count, workers)
-    parts = map_ranges(lambda first, stop: page_checks.prove_range(pair, first, stop), ranges)
+    parallel = count >= _PARALLEL_FROM_PAGES
+    ranges = split(count, usable_cores() if parallel else 1)
+    tasks: list[Callable[[], Any]] = [functools.partial(page_checks.prove_range, pair, *r) for r in ranges]
+    if side is not None:
+        tasks.insert(0, side)
+    results = run_parallel(tasks) if parallel else [task() for task in tasks]
+    side_check: Check | None = None
+    if side is not None:
+        side_check = results.pop(0) or check("sanitised", ["the residue check did not complete"])
+    parts: list[page_checks.RangeFindings | None] = results
     done = [p for p in parts if p is not None]
     merged = page_checks.merge(done)
     for (first, stop), part in zip(ranges, parts, strict=True):
@@ -162,7 +180,7 @@ def prove_pages(pair: page_checks.Pair) -> page_checks.RangeFindings:
                 merged.failures.setdefault(name, []).insert(
                     0, f"pages {page_ranges(range(first, stop))}: structural checks did not complete"
                 )
-    return merged
+    return merged, side_check
 
 
 def structure_report(found: page_checks.RangeFindings, count: int, spec: WatermarkSpec) -> list[Check]:
@@ -186,6 +204,31 @@ def structure_report(found: page_checks.RangeFindings, count: int, spec: Waterma
             details["pages_marked"] = sum(spec.page_selected(i, count) for i in range(count))
         checks.append(check(name, found.failures.get(name, []), **details))
     return checks
+
+
+def mark_visible_alone(geos: list[PageGeometry], selected: list[bool], spec: WatermarkSpec) -> Check:
+    """The mark the structure proof found on each page is the builder's form for that geometry; render
+    that form alone, once per geometry, on a blank page of the same boxes: it must leave ink inside the
+    visible box (it clips to the CropBox), or the layout put it where no reader shows it."""
+    failures: list[str] = []
+    by_geometry: dict[tuple[object, ...], list[int]] = {}
+    for i, geo in enumerate(geos):
+        if selected[i]:
+            by_geometry.setdefault((geo.crop, geo.rotate), []).append(i)
+    for pages in by_geometry.values():
+        geo = geos[pages[0]]
+        width, height = geo.display_size
+        scale = _RENDER_PX * 2 / max(width, height, 1.0)
+        size = (max(1, round(width * scale)), max(1, round(height * scale)))
+        if coverage_mask(geo, spec, size).point(lambda v: 255 if v > 128 else 0).getbbox() is None:
+            failures.append(f"pages {page_ranges(pages)}: the mark leaves no ink inside the visible box")
+    return check(
+        "watermark_in_visible_box",
+        failures,
+        method="the mark form rendered alone once per page geometry",
+        geometries=len(by_geometry),
+        pages=page_ranges([i for pages in by_geometry.values() for i in pages]),
+    )
 
 
 def pixel_pages(
@@ -236,6 +279,39 @@ def changed_pixels(before: Image.Image, after: Image.Image, threshold: int) -> i
         after = after.resize(before.size)
     diff = ImageChops.difference(before, after).convert("L")
     return int(diff.point(lambda v: 255 if v > threshold else 0).histogram()[255])
+
+
+def split_pixel_checks(
+    source: bytes,
+    output: bytes,
+    pw: str,
+    selected: list[bool],
+    mode: str,
+    spec: WatermarkSpec,
+    geos: list[PageGeometry],
+    pages: list[int] | range,
+    dpi: int | None = None,
+) -> list[Check]:
+    """pixel_checks over `pages`, split across the usable cores when there are enough pages to pay for
+    the forks (raster validation, exhaustive mode); a piece that dies fails the checks closed."""
+    pages = list(pages)
+    cores = usable_cores() if len(pages) >= _PARALLEL_FROM_RENDERS else 1
+    parts = [pages[a:b] for a, b in split(len(pages), cores)]
+    if len(parts) <= 1:
+        return pixel_checks(source, output, pw, selected, mode, spec, geos, pages, dpi)
+    run = functools.partial(pixel_checks, source, output, pw, selected, mode, spec, geos)
+    results = run_parallel([functools.partial(run, part, dpi) for part in parts])
+    names = ["text_extracted", "watermark_rendered"] if mode == "vector" else ["watermark_rendered"]
+    merged: dict[str, Check] = {}
+    for part, result in zip(parts, results, strict=True):
+        lost = [check(name, [f"pages {page_ranges(part)}: did not complete"]) for name in names]
+        for piece in result or lost:
+            into = merged.setdefault(piece["name"], {**piece, "failures": []})
+            into["ok"] = into["ok"] and piece["ok"]
+            into["failures"] = (into["failures"] + piece["failures"])[:_MAX_DETAILS]
+    for item in merged.values():
+        item["pages"] = page_ranges(pages)
+    return list(merged.values())
 
 
 def pixel_checks(

@@ -89,5 +89,9 @@ def describe(status: int | None) -> str:
     if status is None:
         return "its zygote died"
     if os.WIFSIGNALED(status):
-        return f"signal {signal.Signals(os.WTERMSIG(status)).name}"
+        number = os.WTERMSIG(status)
+        try:
+            return f"signal {signal.Signals(number).name}"
+        except ValueError:
+            return f"signal {number}"
     return f"exit {os.waitstatus_to_exitcode(status)}"

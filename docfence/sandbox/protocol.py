@@ -12,6 +12,9 @@ from typing import Any
 
 MAX_MESSAGE = 64 * 1024  # control and job messages are small; documents travel as files
 _PR_SET_PDEATHSIG = 1
+_PR_SET_NAME = 15
+ZYGOTE_NAME = "docfence-zygote"  # what ps, top and /proc/PID/comm show
+RENDER_NAME = "docfence-render"
 
 
 def send(sock: socket.socket, message: dict[str, Any], fds: list[int] | None = None) -> None:
@@ -42,3 +45,9 @@ def die_with_parent(expected_parent: int) -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
     if os.getppid() != expected_parent:
         os._exit(70)
+
+
+def set_process_name(name: str) -> None:
+    """Name this process for operators (`ps -o comm`) and tests (/proc/PID/comm); at most 15 bytes."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_NAME, ctypes.c_char_p(name.encode("ascii")[:15]), 0, 0, 0)

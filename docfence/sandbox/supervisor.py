@@ -56,15 +56,21 @@ class Sandbox:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
+        self._ready = False
         self.starts = 0  # how many zygotes this sandbox started (1 + restarts)
 
     @property
     def zygote_pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
-    def start(self) -> None:
+    def start(self, *, wait: bool = True) -> None:
+        """Start the zygote (the first task would). `wait=False` returns at once: the worker claims
+        while it warms up, and its first task waits for it to be ready."""
         with self._lock:
-            self._ensure_zygote()
+            if wait:
+                self._ensure_zygote()
+            elif self._proc is None:
+                self._spawn()
 
     def close(self) -> None:
         """Stop the zygote; it kills any render process still running."""
@@ -127,8 +133,18 @@ class Sandbox:
 
     def _ensure_zygote(self) -> socket.socket:
         if self._proc is not None and self._proc.poll() is None and self._control is not None:
+            if not self._ready:
+                self._await_ready()
             return self._control
         self._stop_zygote()
+        self._spawn()
+        self._await_ready()
+        assert self._control is not None
+        return self._control
+
+    def _spawn(self) -> None:
+        """Start the zygote interpreter (from the calling thread: it dies with the thread that
+        started it, PR_SET_PDEATHSIG, so call this from a thread that lives as long as the sandbox)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with theirs:
             self._proc = subprocess.Popen(
@@ -136,18 +152,21 @@ class Sandbox:
                  "--fd", str(theirs.fileno())],
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, close_fds=True,
             )
-        self._control = ours
+        self._control, self._ready = ours, False
         self.starts += 1
+
+    def _await_ready(self) -> None:
+        assert self._control is not None and self._proc is not None
         sel = selectors.DefaultSelector()
-        sel.register(ours, selectors.EVENT_READ)
+        sel.register(self._control, selectors.EVENT_READ)
         ready = sel.select(START_TIMEOUT_S)
         sel.close()
-        message = protocol.receive(ours)[0] if ready else None
+        message = protocol.receive(self._control)[0] if ready else None
         if message is None or "ready" not in message:
             self._stop_zygote()
             raise SandboxUnavailable("the sandbox zygote did not start")
+        self._ready = True
         log.info("sandbox zygote ready (pid %s)", self._proc.pid)
-        return ours
 
     def _stop_zygote(self) -> None:
         if self._control is not None:

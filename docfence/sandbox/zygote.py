@@ -22,8 +22,10 @@ import signal
 import socket
 import stat
 import sys
+from collections.abc import Callable
 from typing import Any
 
+from docfence.core.policy import Mode
 from docfence.sandbox import protocol
 
 
@@ -43,8 +45,15 @@ class Zygote:
         sel.register(self.control, selectors.EVENT_READ, "control")
         sel.register(self._wake_r, selectors.EVENT_READ, "sigchld")
         protocol.send(self.control, {"ready": os.getpid()})
+        later = list(WARM_LATER)
         while True:
-            for key, _ in sel.select():
+            events = sel.select(IDLE_BEFORE_WARMING_S if later else None)
+            if not events and later:  # idle a while: one more warm-up step (a task arriving waits for it)
+                later.pop(0)()
+                if not later:
+                    _freeze()
+                continue
+            for key, _ in events:
                 if key.data == "sigchld":
                     with contextlib.suppress(BlockingIOError):
                         os.read(self._wake_r, 4096)
@@ -113,6 +122,7 @@ def _child(task: socket.socket, request: dict[str, Any], zygote: int) -> None:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         protocol.die_with_parent(zygote)
+        protocol.set_process_name(protocol.RENDER_NAME)
         _close_other_fds(keep={0, 1, 2, task.fileno()})
         _limit(request["memory_mb"], request["cpu_s"])
         from docfence.sandbox.work import run_task
@@ -164,27 +174,44 @@ def _vm_size_bytes() -> int:
 
 
 def warm() -> None:
-    """Everything that can be done before any document is seen: imports, fonts, the watermark layer
-    and pdfium's own initialisation, by running a generated sample (no user data) through the engines."""
+    """What must be done before the first task: imports, fonts, the watermark layer and pdfium's own
+    initialisation, by running a generated sample (no user data) through the vector engine. The rest
+    (WARM_LATER) runs while the zygote is idle, so a restarted worker can start its first job sooner."""
     import pikepdf  # noqa: F401
     import PIL.Image  # noqa: F401
     import pypdfium2  # noqa: F401
 
-    from docfence import engines
-    from docfence.core.policy import JobPolicy, Mode
-    from docfence.engines import report_job, samples  # noqa: F401
     from docfence.engines.outline_text import available_fonts
     from docfence.sandbox import work  # noqa: F401
+    from docfence.worker import faults  # noqa: F401  (the test hook every task passes through)
 
     for font in available_fonts():  # character maps and glyph sets parsed once, shared by every child
         font.getBestCmap()
         font.getGlyphSet()
-    sample = samples.links()
-    for mode in (Mode.VECTOR, Mode.RASTER):
-        with contextlib.suppress(Exception):  # a broken engine shows up in the first real job, coded
-            engines.process(sample, JobPolicy(mode=mode, dpi=72))
+    _sample(Mode.VECTOR)
+    _freeze()
+
+
+def _sample(mode: str) -> None:
+    from docfence import engines
+    from docfence.core.policy import JobPolicy
+    from docfence.engines import samples
+
+    with contextlib.suppress(Exception):  # a broken engine shows up in the first real job, coded
+        engines.process(samples.links(), JobPolicy(mode=Mode(mode), dpi=72))
+
+
+def _import_reports() -> None:
+    import docfence.engines.report_job  # noqa: F401  (weasyprint: the slowest import by far)
+
+
+def _freeze() -> None:
     gc.collect()
     gc.freeze()  # the warm heap is shared copy-on-write; the children's collections skip it
+
+
+WARM_LATER: tuple[Callable[[], None], ...] = (lambda: _sample(Mode.RASTER), _import_reports)
+IDLE_BEFORE_WARMING_S = 0.5  # a steady stream of tasks (a CLI batch) is never held up by warm-up steps
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -193,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fd", type=int, required=True)
     args = parser.parse_args(argv)
     protocol.die_with_parent(args.parent)
+    protocol.set_process_name(protocol.ZYGOTE_NAME)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it ends us
     control = socket.socket(fileno=args.fd)
     warm()

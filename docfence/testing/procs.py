@@ -1,5 +1,18 @@
 """Real worker processes for fault tests (the helpers live with the benchmarks, which use them too)."""
 
+from pathlib import Path
+
 from docfence.benchmarks.harness import REPO, start_worker, stop, wait_for, worker_env
 
-__all__ = ["REPO", "start_worker", "stop", "wait_for", "worker_env"]
+__all__ = ["REPO", "long_budget_config", "start_worker", "stop", "wait_for", "worker_env"]
+
+# A render budget a starved machine cannot run out of: for tests whose subject is not the budget
+# (leases, fencing, shutdown), so a render slowed down by load cannot fail its job.
+LONG_BUDGET_TOML = "[limits]\nrender_base_s = 600.0\nrender_timeout_s = 600.0\n"
+
+
+def long_budget_config(folder: Path) -> dict[str, str]:
+    """Environment entries that point docfence at a config with LONG_BUDGET_TOML (written in `folder`)."""
+    path = folder / "long-budget.toml"
+    path.write_text(LONG_BUDGET_TOML)
+    return {"DOCFENCE_CONFIG": str(path)}

@@ -35,18 +35,18 @@ def descendants(pid: int) -> list[int]:
 
 
 def zygotes_under(pid: int) -> list[int]:
-    """The sandbox zygotes started by `pid` (told apart from other children by their command line)."""
-    return [child for child in children(pid) if _is_zygote_image(child)]
+    """The sandbox zygotes started by `pid` (they name themselves, see sandbox.protocol)."""
+    return [child for child in children(pid) if _name(child) == "docfence-zygote"]
 
 
 def render_processes(zygote: int) -> list[int]:
-    """The zygote's forked render processes (not helpers its imports may run, e.g. a compiler probe
-    of ctypes.util while it warms up): they share its command line."""
-    return [child for child in children(zygote) if _is_zygote_image(child)]
+    """The zygote's render processes (named by themselves right after the fork; helpers its imports
+    may run while it warms up, e.g. ctypes.util's compiler probe, are not counted)."""
+    return [child for child in children(zygote) if _name(child) == "docfence-render"]
 
 
-def _is_zygote_image(pid: int) -> bool:
+def _name(pid: int) -> str:
     try:
-        return b"docfence.sandbox.zygote" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        return Path(f"/proc/{pid}/comm").read_text().strip()
     except OSError:
-        return False
+        return ""

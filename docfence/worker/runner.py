@@ -64,7 +64,7 @@ class Worker:
         """Claim and process jobs until `stopping` is set (SIGTERM), the queue is idle, or max_jobs."""
         self.leases.start()
         self.committer.start()
-        self.sandbox.start()  # warm before the first claim, so no job pays for the imports
+        self.sandbox.start(wait=False)  # warms up while we claim; the first job waits until it is ready
         try:
             while not self.stopping.is_set():
                 claims = self._claim()

@@ -21,7 +21,7 @@ from docfence.config import load_settings
 from docfence.engines.report_sample import load_monthly_bundle, sample_monthly_data
 from docfence.runtime import Runtime
 from docfence.service import build_service
-from docfence.testing.procs import start_worker, stop, wait_for, worker_env
+from docfence.testing.procs import long_budget_config, start_worker, stop, wait_for, worker_env
 
 DOC_SENTINEL = "SENTINELDOCTEXT7F3A"
 DATA_SENTINEL = "SENTINELTEMPLATEDATA91B2"
@@ -55,7 +55,8 @@ def test_no_sentinel_reaches_logs_or_audit(tmp_path: Path, caplog: pytest.LogCap
     caplog.set_level(logging.DEBUG)
     (tmp_path / "objects").mkdir()
     env = worker_env(f"sqlite:///{tmp_path / 'db.sqlite'}", f"file://{tmp_path / 'objects'}",
-                     DOCFENCE_SIGNING_SECRET="s" * 40, DOCFENCE_LEASE_TTL_S="120")
+                     DOCFENCE_SIGNING_SECRET="s" * 40, DOCFENCE_LEASE_TTL_S="120",
+                     **long_budget_config(tmp_path))
     rt = Runtime.open(load_settings(env=env))
     service = build_service(rt.settings, rt.store, rt.regions)
     _, api_key = service.create_api_key("acme", ("admin",), name="hygiene")

@@ -49,3 +49,27 @@ def test_cli_bad_option_is_a_usage_error(tmp_path: Path) -> None:
     src = tmp_path / "a.pdf"
     src.write_bytes(samples.form())
     assert _run([str(src), "--out", str(tmp_path / "o"), "--opacity", "7"]) == 2
+
+
+def test_cli_same_names_from_different_folders_never_collide(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    first, second = tmp_path / "a" / "report.pdf", tmp_path / "b" / "report.pdf"
+    for path, data in ((first, samples.links()), (second, samples.form())):
+        path.parent.mkdir()
+        path.write_bytes(data)
+    out = tmp_path / "out"
+    assert _run([str(first), str(second), str(first), "--out", str(out), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    outputs = [Path(f["output"]) for f in summary["files"]]
+    assert len(set(outputs)) == 3 and all(p.parent == out for p in outputs)
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in outputs)
+    # each output comes from its own input (a watermarked form keeps its form field, links do not)
+    assert outputs[0].name.startswith("a__") and outputs[1].name.startswith("b__")
+    assert outputs[0].read_bytes() != outputs[1].read_bytes()
+
+
+def test_output_names_are_distinct_and_stable() -> None:
+    names = watermark.output_names([Path("/x/a/report.pdf"), Path("/x/b/report.pdf"), Path("/x/c/other.pdf"),
+                                    Path("/y/a/report.pdf")])
+    assert names == ["x__a__report.watermarked.pdf", "b__report.watermarked.pdf", "other.watermarked.pdf",
+                     "y__a__report.watermarked.pdf"]

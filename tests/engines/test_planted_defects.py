@@ -6,12 +6,13 @@ and tests/engines/helpers.py)."""
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import pikepdf
 import pytest
 
 from docfence.core.policy import JobPolicy, WatermarkSpec
-from docfence.engines import samples
+from docfence.engines import page_checks, samples
 from docfence.engines.preflight import preflight
 from docfence.engines.validate import validate
 from docfence.engines.vector import watermark_vector
@@ -223,3 +224,47 @@ def test_a_selection_is_proved_page_by_page(text_pair: tuple[bytes, bytes]) -> N
     assert {"watermark_structure"} <= failed(report)
 
 
+
+
+def test_a_proof_piece_that_dies_fails_closed(
+    long_pair: tuple[bytes, bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Long documents are split across forked processes; one that dies (here: exits without an answer)
+    leaves its pages unproved, and validation fails rather than trusting the pieces that answered."""
+    parent = os.getpid()
+    real = page_checks.prove_range
+
+    def dies_in_child(pair: page_checks.Pair, first: int, stop: int) -> page_checks.RangeFindings:
+        if os.getpid() != parent:
+            os._exit(3)
+        return real(pair, first, stop)
+
+    monkeypatch.setattr(page_checks, "prove_range", dies_in_child)
+    report = run(*long_pair, "standard")
+    assert not report["ok"]
+    mark = next(c for c in report["checks"] if c["name"] == "watermark_structure")  # type: ignore[attr-defined]
+    assert mark["failures"][0] == "pages 1-250: structural checks did not complete"
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_mark_laid_out_outside_the_visible_box(level: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A layout bug that puts the mark off the page fools the structural comparison (the validator
+    rebuilds the form with the same builder) but not the once-per-geometry render of the mark alone."""
+    import docfence.engines.vector as vector
+    from docfence.engines.geometry import multiply
+
+    real = vector.placements
+
+    def off_page(*args: object) -> list[tuple[float, ...]]:
+        return [multiply(m, (1.0, 0.0, 0.0, 1.0, 5000.0, 5000.0)) for m in real(*args)]  # type: ignore[arg-type]
+
+    from docfence.engines import wm_layer
+
+    monkeypatch.setattr(vector, "placements", off_page)
+    wm_layer.coverage_mask.cache_clear()  # masks are cached per geometry: none from the real layout
+    try:
+        source = samples.many_pages(12)
+        report = run(source, watermarked(source), level)
+    finally:
+        wm_layer.coverage_mask.cache_clear()  # nor any of the broken layout's for later tests
+    assert "watermark_in_visible_box" in failed(report)

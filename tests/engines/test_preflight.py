@@ -147,15 +147,16 @@ def _content() -> bytes:
 
 
 def test_form_field_shared_between_parents_is_refused_fast() -> None:
-    """pdfium loops forever in FPDF_LoadPage on this shape (one unnamed field under two parents)."""
+    """This exact file (one widget under a named field and an unnamed one) makes pdfium 4 never return
+    from FPDF_LoadPage after init_forms; preflight refuses it before any renderer sees it."""
     data = _raw_pdf([
         b"<< /Type /Catalog /Pages 2 0 R /AcroForm << /Fields [5 0 R 6 0 R] >> >>",
         b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
         _PAGE_WITH_FORMS % b"/Annots [7 0 R]",
         b"<< /Length 0 >>\nstream\n\nendstream",
         b"<< /T (a) /Kids [7 0 R] >>",
-        b"<< /T (b) /Kids [7 0 R] >>",
-        b"<< /Type /Annot /Subtype /Widget /FT /Tx /Rect [0 0 10 10] /P 3 0 R >>",
+        b"<< /Kids [7 0 R] /Parent 5 0 R >>",
+        b"<< /Type /Annot /Subtype /Widget /FT /Tx /Rect [0 0 10 10] /P 3 0 R /Parent 5 0 R >>",
     ])
     with pytest.raises(FormTreeInvalid):
         preflight(data, JobPolicy())

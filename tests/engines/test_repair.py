@@ -71,3 +71,11 @@ def test_truncation_stays_refused() -> None:
     data = samples.many_pages(5)
     with pytest.raises(MalformedPdf):
         process(data[: len(data) * 2 // 3], JobPolicy())
+
+
+def test_trailer_without_size_is_repaired_into_a_clean_file() -> None:
+    data = samples.many_pages(2)
+    broken = data.replace(b"/Size", b"/Sjze")
+    assert broken != data
+    result = process(broken, JobPolicy())
+    assert result.validation["ok"] and b"/Size" in result.output

@@ -5,13 +5,15 @@ and visible links survive."""
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pikepdf
 import pypdfium2 as pdfium
 import pytest
 from PIL import ImageChops
 
-from docfence.core.errors import ActiveContentRefused
+from docfence.config import load_settings
+from docfence.core.errors import ActiveContentRefused, ConfigError
 from docfence.core.policy import JobPolicy, Mode, SanitizePolicy
 from docfence.engines import process, samples
 from docfence.engines.sanitize import sanitize
@@ -135,3 +137,30 @@ def test_xfa_is_stripped_by_default_and_raster_output_is_clean() -> None:
         result = process(buf.getvalue(), JobPolicy(mode=mode))
         assert "xfa" in result.validation["sanitize"]["stripped"]
         assert find_residue(pikepdf.open(io.BytesIO(result.output)), SanitizePolicy()) == []
+
+
+def test_class_policy_from_toml_survives_the_job_round_trip(tmp_path: Path) -> None:
+    config = tmp_path / "docfence.toml"
+    config.write_text('default_class = "out"\n[classes.out]\nsanitize = { active_content = "refuse" }\n'
+                      '[classes.inside]\nsanitize = { active_content = "keep", hidden_data = "keep" }\n')
+    settings = load_settings(config, env={})
+    out = settings.policy_for("out")
+    assert out.sanitize == SanitizePolicy(active_content="refuse")
+    assert JobPolicy.from_dict(out.to_dict()).sanitize == out.sanitize
+    assert settings.policy_for("inside").sanitize == SanitizePolicy.keep_all()
+    with pytest.raises(ConfigError):
+        SanitizePolicy(hidden_data="refuse")
+
+
+def test_looping_outline_is_cut_and_noted() -> None:
+    pdf = pikepdf.open(io.BytesIO(samples.many_pages(2)))
+    first = pdf.make_indirect(pikepdf.Dictionary(Title=pikepdf.String("a")))
+    second = pdf.make_indirect(pikepdf.Dictionary(Title=pikepdf.String("b"), Next=first))
+    first.Next = second
+    pdf.Root.Outlines = pikepdf.Dictionary(First=first, Last=second, Count=2)
+    buf = io.BytesIO()
+    pdf.save(buf)
+    result = process(buf.getvalue(), JobPolicy())
+    assert any("outline link" in n for n in result.validation["notes"])
+    out = pikepdf.open(io.BytesIO(result.output))
+    assert "/Next" not in out.Root.Outlines.First.Next

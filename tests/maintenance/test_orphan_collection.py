@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 from docfence.blobs.regions import RegionRouter
-from docfence.config import Settings
+from docfence.config import Settings, load_settings
 from docfence.core.clock import FakeClock
-from docfence.core.errors import DocfenceError
+from docfence.core.errors import ConfigError, DocfenceError
 from docfence.core.records import ArtifactInfo
 from docfence.layout import staging_key
 from docfence.maintenance.reconciler import ReconcileConfig, Reconciler
+from docfence.runtime import Runtime
 from docfence.service import Principal, Service, SubmitRequest
 from docfence.store.base import Store
 
@@ -83,3 +84,15 @@ def test_a_sweep_covers_every_object_while_one_pass_stays_bounded(
 def test_a_negative_grace_is_refused(store: Store, tmp_path: Path) -> None:
     with pytest.raises(DocfenceError):
         Reconciler(store, None, ReconcileConfig(staging_grace_s=-1))
+
+
+def test_the_grace_comes_from_settings_and_a_bad_one_fails_at_start_up(tmp_path: Path) -> None:
+    env = {"DOCFENCE_DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}",
+           "DOCFENCE_STORAGE_URL": f"file://{tmp_path / 'objects'}", "DOCFENCE_STAGING_GRACE_S": "7.5"}
+    rt = Runtime.open(load_settings(env=env))
+    try:
+        assert rt.reconciler().config.staging_grace_s == 7.5
+    finally:
+        rt.close()
+    with pytest.raises(ConfigError):
+        load_settings(env={**env, "DOCFENCE_STAGING_GRACE_S": "-1"})

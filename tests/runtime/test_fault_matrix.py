@@ -1,11 +1,11 @@
 """The fault matrix with real worker processes killed by real signals, on both stores.
 
 Each case ends with exactly one durable artifact whose sha256 matches, or an explicit terminal
-error, and no stale attempt ever wins. No outcome depends on how fast this machine runs: leases are
-long (LEASE_TTL_S), so a starved worker cannot lose one by accident; when a case needs a lease to
-expire, a reconciler whose store clock is moved past the lease requeues it; and the order of events
-is set with fault-point barriers (`wait:NAME`), not with sleeps. Deadlines in `wait_for` are only
-hang guards.
+error, and no stale attempt ever wins. No outcome depends on how fast this machine runs: leases
+(LEASE_TTL_S) and the render budget are long, so a starved worker cannot run out of either by
+accident; when a case needs a lease to expire, a reconciler whose store clock is moved past the
+lease requeues it; and the order of events is set with fault-point barriers (`wait:NAME`), not with
+sleeps. Deadlines in `wait_for` are only hang guards.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from docfence.runtime import Runtime
 from docfence.service import Principal, Service, SubmitRequest
 from docfence.store.base import open_store
 from docfence.testing.barriers import HANG_GUARD_S, Barriers
-from docfence.testing.procs import start_worker, stop, wait_for, worker_env
+from docfence.testing.procs import long_budget_config, start_worker, stop, wait_for, worker_env
 from docfence.testing.stores import temporary_pg_database
 
 PRINCIPAL = Principal("test", "t1", ("admin",))
@@ -52,7 +52,7 @@ class Env:
 
     def env(self, **extra: str) -> dict[str, str]:
         return worker_env(self.db_url, self.storage_url, DOCFENCE_FAULTS_DIR=str(self.tmp),
-                          DOCFENCE_LEASE_TTL_S=str(LEASE_TTL_S), **extra)
+                          DOCFENCE_LEASE_TTL_S=str(LEASE_TTL_S), **long_budget_config(self.tmp), **extra)
 
     def runtime(self) -> Runtime:
         return Runtime.open(load_settings(env=self.env()))

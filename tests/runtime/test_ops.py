@@ -14,7 +14,7 @@ from docfence.core.states import JobState
 from docfence.engines.samples import links
 from docfence.runtime import Runtime
 from docfence.service import Principal, Service, SubmitRequest
-from docfence.testing.procs import worker_env
+from docfence.testing.procs import long_budget_config, worker_env
 
 ADMIN = Principal("ops", "t1", ("admin",))
 
@@ -28,7 +28,7 @@ def test_pause_drain_set_mode_resume(tmp_path: Path) -> None:
     (tmp_path / "o").mkdir()
     # long leases: a starved worker must not lose one (and a job with it) in the middle of the test
     env = worker_env(f"sqlite:///{tmp_path / 'db.sqlite'}", f"file://{tmp_path / 'o'}",
-                     DOCFENCE_LEASE_TTL_S="120")
+                     DOCFENCE_LEASE_TTL_S="120", **long_budget_config(tmp_path))
     rt = Runtime.open(load_settings(env=env))
     service = Service(rt.settings, rt.store, rt.regions, signing_secret=b"o" * 32)
 

@@ -19,7 +19,7 @@ from docfence.core.states import JobState
 from docfence.engines.samples import links
 from docfence.runtime import Runtime
 from docfence.service import Principal, Service, SubmitRequest
-from docfence.testing.procs import REPO, start_worker, stop, wait_for, worker_env
+from docfence.testing.procs import REPO, long_budget_config, start_worker, stop, wait_for, worker_env
 from docfence.testing.proctree import descendants, render_processes, running, zygotes_under
 from docfence.testing.stores import temporary_pg_database
 
@@ -52,20 +52,19 @@ def test_sigkill_of_a_warm_render_process_mid_job_fails_that_attempt_only(db_url
     root = tmp_path / "objects"
     root.mkdir()
     # the first render process stalls mid-job (the `render` fault point) until the test kills it
+    # long lease and render budget: neither may run out while a loaded machine is slow to kill it
     env = worker_env(db_url, f"file://{root}", DOCFENCE_FAULTS="render=once:sleep:3600",
-                     DOCFENCE_FAULTS_DIR=str(tmp_path))
+                     DOCFENCE_FAULTS_DIR=str(tmp_path), DOCFENCE_LEASE_TTL_S="120",
+                     **long_budget_config(tmp_path))
     rt = Runtime.open(load_settings(env=env))
     try:
         service = Service(rt.settings, rt.store, rt.regions, signing_secret=b"x" * 32)
         job, _ = service.submit(PRINCIPAL, io.BytesIO(links()), SubmitRequest())
         worker = start_worker(env, tmp_path / "w.log")
         try:
-            # claimed means the zygote is warm: every process it forks from now on is a render process
-            wait_for(lambda: rt.store.get(job.id).state is JobState.RENDERING, HANG_GUARD_S, "a claim")
-            victim = _render_process_of(worker.pid)
             # the fault point's marker: the render process is mid-job, stalled inside the task
             wait_for((tmp_path / "docfence-fault-render").exists, HANG_GUARD_S, "the render fault point")
-            os.kill(victim, signal.SIGKILL)
+            os.kill(_render_process_of(worker.pid), signal.SIGKILL)
             wait_for(lambda: rt.store.get(job.id).state.terminal, HANG_GUARD_S, "the job to end")
             assert worker.poll() is None  # the worker survived its render process
         finally:

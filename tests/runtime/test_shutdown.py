@@ -2,7 +2,8 @@
 lease back early so another worker can take it at once (real processes, real signals).
 
 The render is held at a fault-point barrier, so which side of the grace period it ends on is set by
-the test, not by how fast this machine renders; leases are long, so none expires by accident.
+the test, not by how fast this machine renders; leases and the render budget are long, so neither
+runs out by accident.
 """
 
 from __future__ import annotations
@@ -17,14 +18,15 @@ from docfence.engines.samples import links
 from docfence.runtime import Runtime
 from docfence.service import Principal, Service, SubmitRequest
 from docfence.testing.barriers import HANG_GUARD_S, Barriers
-from docfence.testing.procs import start_worker, wait_for, worker_env
+from docfence.testing.procs import long_budget_config, start_worker, wait_for, worker_env
 
 
 def setup(tmp_path: Path, grace_s: float) -> tuple[Runtime, str, dict[str, str]]:
     (tmp_path / "o").mkdir()
     env = worker_env(f"sqlite:///{tmp_path / 'db.sqlite'}", f"file://{tmp_path / 'o'}",
                      DOCFENCE_LEASE_TTL_S="120", DOCFENCE_SHUTDOWN_GRACE_S=str(grace_s),
-                     DOCFENCE_FAULTS="render=wait:render", DOCFENCE_FAULTS_DIR=str(tmp_path))
+                     DOCFENCE_FAULTS="render=wait:render", DOCFENCE_FAULTS_DIR=str(tmp_path),
+                     **long_budget_config(tmp_path))
     rt = Runtime.open(load_settings(env=env))
     service = Service(rt.settings, rt.store, rt.regions, signing_secret=b"k" * 32)
     job, _ = service.submit(Principal("t", "t1", ("admin",)), io.BytesIO(links()), SubmitRequest())

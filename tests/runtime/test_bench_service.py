@@ -1,0 +1,25 @@
+"""`docfence bench service` runs end to end on a tiny N (real server, real workers, qpdf loop); the
+figures themselves come from full runs recorded in docs/benchmarks.md, never asserted here."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.mark.parametrize("extra", [[], ["--latency"]])
+def test_bench_service_prints_its_figures(extra: list[str]) -> None:
+    done = subprocess.run([sys.executable, "-m", "docfence.cli", "bench", "service", "--jobs", "3",
+                           "--workers", "1", "--pages", "2", "--json", *extra],
+                          capture_output=True, timeout=900, check=True)  # a hang guard only
+    figures = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    assert figures["bench"] == "service" and figures["engine"]["pages"] == 2
+    assert figures["peak_rss_mb"]["per_worker"][0]["zygote_mb"] > 0
+    if extra:
+        assert figures["latency"]["submit_wait_download_ms"]["n"] == 3
+    else:
+        assert figures["service"]["submit_to_succeeded_ms"]["n"] == 3
+        assert figures["qpdf_loop"]["files_per_s"] > 0 and "per_job_overhead_ms" in figures
