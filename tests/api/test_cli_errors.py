@@ -56,6 +56,7 @@ LOCAL = {
     ("watermark",): (["watermark", "{file}", "--out", "{tmp}/out", "--opacity", "7"], "opacity"),
     ("capacity",): (["capacity", "--rate", "1", "--mix", "vector:x:1", "--p99", "5"], "mix"),
     ("bench", "queue"): (["bench", "queue", "--store", "mysql"], "--store"),
+    ("bench", "service"): (["bench", "service", "--store", "mysql"], "--store"),
     ("reports", "dispatch"): (["reports", "dispatch", "--providers", "{tmp}/missing.toml"], "--providers"),
     ("keys", "create"): (["keys", "create", "--tenant", "acme"], "DOCFENCE_DATABASE_URL"),
 }
