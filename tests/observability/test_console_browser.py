@@ -96,10 +96,13 @@ def test_console_follows_a_job_from_queued_to_succeeded(
     assert page.evaluate("sessionStorage.getItem('docfence.console.key')") == admin
 
 
-def test_console_refuses_without_a_key(page: Any, served: Served) -> None:
+def test_console_prompts_for_a_key_then_refuses_bad_ones(page: Any, served: Served) -> None:
     page.goto(f"{served.base_url}/console")
-    page.wait_for_selector("#refusal:not([hidden])")
-    assert "Refused (401)" in page.inner_text("#refusal")
+    page.wait_for_selector("#login:not([hidden])")  # first visit: a prompt, not a refusal
+    assert page.is_hidden("#refusal") and page.is_hidden("#overview") and page.is_visible("#key")
+    page.fill("#key", "dfk_not-a-key")
+    page.click("#key-form button[type=submit]")
+    page.wait_for_selector('#refusal-text:has-text("Refused (401)")')
     assert page.is_hidden("#overview") and page.is_visible("#key")
     submit_only = served.service.create_api_key("acme", ("submit",))[1]
     page.fill("#key", submit_only)

@@ -52,6 +52,17 @@ function refuse(status, message) {
   show("refusal", "login");
 }
 
+function askForKey() {
+  // First visit (or after "Forget key"): ask for a key; nothing was refused yet.
+  if (timer) clearInterval(timer);
+  timer = null;
+  me = null;
+  $("who").textContent = "";
+  $("logout").hidden = true;
+  show("login");
+  $("key").focus();
+}
+
 function fmtAge(s) {
   const a = Math.abs(s);
   const t = a < 120 ? a.toFixed(0) + " s" : a < 7200 ? (a / 60).toFixed(0) + " min" : (a / 3600).toFixed(1) + " h";
@@ -172,6 +183,7 @@ async function setClaims(action) {
 
 // -- routing ------------------------------------------------------------------------------------------------
 async function refresh() {
+  if (!sessionStorage.getItem(KEY)) { askForKey(); return; }
   try {
     if (!me) {
       me = await api("/console/api/whoami");
@@ -196,7 +208,7 @@ document.addEventListener("DOMContentLoaded", () => {
     $("key").value = "";
     refresh();
   });
-  $("logout").addEventListener("click", () => { sessionStorage.removeItem(KEY); refuse(401, "key forgotten"); });
+  $("logout").addEventListener("click", () => { sessionStorage.removeItem(KEY); askForKey(); });
   $("pause-btn").addEventListener("click", () => setClaims("pause"));
   $("resume-btn").addEventListener("click", () => setClaims("resume"));
   $("filters").addEventListener("input", () => refresh());
