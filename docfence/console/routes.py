@@ -89,7 +89,9 @@ def console_static(name: str) -> FileResponse:
 def whoami(principal: ConsoleRead) -> dict[str, Any]:
     tenant = _tenant(principal)
     return {"tenant": None if principal.is_operator else principal.tenant, "all_tenants": tenant is None,
-            "operator": principal.allows("ops.claims"), "admin": "admin" in principal.scopes}
+            "operator": principal.allows("ops.claims"), "admin": "admin" in principal.scopes,
+            # what the console offers: the actions call /v1 (like the CLI), which checks again
+            "can_cancel": principal.allows("jobs.cancel"), "can_delete": principal.allows("jobs.delete")}
 
 
 @router.get("/console/api/summary")
@@ -132,15 +134,15 @@ def job_detail(job_id: str, service: ServiceDep, principal: ConsoleRead) -> dict
 
 @router.post("/console/api/pause")
 def pause(body: PauseIn, service: ServiceDep, principal: OpsClaims) -> dict[str, Any]:
-    """Stop new claims (all, or one mode) for every tenant; draining is pausing and watching
-    `valid_leases` in the summary fall to zero."""
+    """Stop new claims (all, or one mode) for every tenant, audited with the reason; draining is
+    pausing and watching `valid_leases` in the summary fall to zero."""
     service.store.pause_claims(body.scope, actor=principal.actor, reason=body.reason)
     return {"paused": service.store.paused_scopes()}
 
 
 @router.post("/console/api/resume")
 def resume(body: PauseIn, service: ServiceDep, principal: OpsClaims) -> dict[str, Any]:
-    service.store.resume_claims(body.scope, actor=principal.actor)
+    service.store.resume_claims(body.scope, actor=principal.actor, reason=body.reason)
     return {"paused": service.store.paused_scopes()}
 
 

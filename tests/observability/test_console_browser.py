@@ -109,3 +109,59 @@ def test_console_prompts_for_a_key_then_refuses_bad_ones(page: Any, served: Serv
     page.click("#key-form button[type=submit]")
     page.wait_for_selector('#refusal-text:has-text("Refused (403)")')
     assert page.is_hidden("#overview")
+
+
+def _sign_in(page: Any, served: Served, key: str) -> None:
+    page.goto(f"{served.base_url}/console")
+    page.fill("#key", key)
+    page.click("#key-form button[type=submit]")
+
+
+def test_tenant_admin_cancels_then_deletes_a_job_with_its_request_id(page: Any, served: Served) -> None:
+    job_id = _submit(served)
+    reader = served.service.create_api_key("acme", ("read",))[1]
+    _sign_in(page, served, reader)
+    page.click(f'tr[data-job-id="{job_id}"]')
+    page.wait_for_selector('#job-summary dd[data-state="queued"]')
+    assert page.is_hidden("#cancel-btn") and page.is_hidden("#delete-btn")  # a read key may not act
+    page.click("#logout")
+    _sign_in(page, served, served.service.create_api_key("acme", ("admin",))[1])
+    page.click(f'tr[data-job-id="{job_id}"]')
+    page.wait_for_selector("#cancel-btn:not([hidden])")
+    page.click("#cancel-btn")
+    page.click("#confirm-ok")
+    page.wait_for_selector('#job-summary dd[data-state="canceled"]')
+    assert "is canceled" in page.inner_text("#action-msg") and page.is_hidden("#cancel-btn")
+    page.click("#delete-btn")
+    page.fill("#confirm-reason", "not a request id!")  # refused in the page: the API would 422
+    page.click("#confirm-ok")
+    page.wait_for_selector('#confirm-msg:has-text("deletion request")')
+    page.fill("#confirm-reason", "DSR-2026-114")
+    page.click("#confirm-ok")
+    page.wait_for_selector('#action-msg:has-text("deleted (request DSR-2026-114)")')
+    page.wait_for_selector('#timeline li[data-action="bytes_deleted"]')  # the same render hides the button
+    assert page.is_hidden("#delete-btn")
+    events = served.store.audit_events(job_id)
+    assert served.store.get(job_id).deleted_at is not None
+    assert any("DSR-2026-114" in str(e.reason) + str(e.details) for e in events)
+
+
+def test_operator_pauses_and_resumes_claims_with_confirmation_and_reason(page: Any, served: Served) -> None:
+    _sign_in(page, served, served.service.create_api_key("ops", ("operator",))[1])
+    page.wait_for_selector("#admin:not([hidden])")
+    page.select_option("#pause-scope", "raster")
+    page.click("#pause-btn")
+    page.wait_for_selector("#confirm:not([hidden])")
+    assert served.store.paused_scopes() == []  # nothing happens before the confirmation
+    page.click("#confirm-ok")
+    page.wait_for_selector('#confirm-msg:has-text("reason")')  # a reason is required
+    page.fill("#confirm-reason", "raster engine rollback")
+    page.click("#confirm-ok")
+    page.wait_for_selector('#admin-msg:has-text("paused now: raster")')
+    page.click("#resume-btn")
+    page.fill("#confirm-reason", "rollback done")
+    page.click("#confirm-ok")
+    page.wait_for_selector('#admin-msg:has-text("paused now: nothing")')
+    ops = [(e.action, e.reason) for e in served.store.iter_audit() if e.action.startswith("claims_")]
+    assert ops == [("claims_paused", "raster engine rollback"), ("claims_resumed", "rollback done")]
+    assert served.store.paused_scopes() == []

@@ -41,6 +41,56 @@ async function api(path, options) {
   return resp.json();
 }
 
+// An action (cancel, delete, pause, resume): a refusal of the action is shown next to it, it does not
+// sign the key out the way a refused read does.
+async function act(path, options) {
+  const key = sessionStorage.getItem(KEY);
+  const headers = { Accept: "application/json", Authorization: "Bearer " + key };
+  if (options.body) headers["Content-Type"] = "application/json";
+  const resp = await fetch(path, Object.assign({ headers, cache: "no-store" }, options));
+  let body = null;
+  try { body = await resp.json(); } catch (e) { /* no JSON body */ }
+  if (resp.status === 401) { refuse(401, "a valid API key is required"); throw new Refused("401"); }
+  if (!resp.ok) {
+    const err = body && body.error;
+    throw new Error(err ? err.code + ": " + err.message : "HTTP " + resp.status);
+  }
+  return body;
+}
+
+// -- confirmation -------------------------------------------------------------------------------------------
+let pending = null;
+
+function ask(text, reason, run) {
+  // reason: null (none asked) or { placeholder, pattern (RegExp), hint }
+  pending = { reason, run };
+  $("confirm-text").textContent = text;
+  $("confirm-reason-label").hidden = !reason;
+  $("confirm-reason").value = "";
+  $("confirm-reason").placeholder = reason ? reason.placeholder : "";
+  $("confirm-msg").textContent = "";
+  $("confirm").hidden = false;
+  if (reason) $("confirm-reason").focus();
+}
+
+async function confirmed() {
+  if (!pending) return;
+  const { reason, run } = pending;
+  const value = $("confirm-reason").value.trim();
+  if (reason && !reason.pattern.test(value)) { $("confirm-msg").textContent = reason.hint; return; }
+  pending = null;
+  $("confirm").hidden = true;
+  try {
+    $("action-msg").textContent = await run(value);
+    $("action-msg").className = "ok";
+  } catch (e) {
+    if (e instanceof Refused) return;
+    $("action-msg").textContent = "refused: " + e.message;
+    $("action-msg").className = "bad";
+  }
+  refresh();
+}
+
 function refuse(status, message) {
   if (timer) clearInterval(timer);
   timer = null;
@@ -158,6 +208,12 @@ async function loadJob(id) {
     ["last error", j.last_error_code ? j.last_error_code + ": " + (j.last_error_message || "") : "-"],
     ["store time", d.now]]));
   $("job-summary").querySelector("dd").setAttribute("data-state", j.state);
+  const cancelable = me.can_cancel && ["queued", "rendering"].includes(j.state);
+  const deletable = me.can_delete && !j.deleted;
+  $("cancel-btn").hidden = !cancelable;
+  $("delete-btn").hidden = !deletable;
+  $("job-actions-none").hidden = cancelable || deletable;
+  $("job-actions").dataset.jobId = j.id;
   $("next-steps").replaceChildren(...d.next_steps.map((s) => el("li", {}, s)));
   $("timeline").replaceChildren(...d.timeline.map((e) => el("li", { "data-action": e.action },
     e.at + "  #" + (e.attempt || 0) + "  " + e.action + (e.from !== e.to ? "  " + (e.from || "-") + " → " + e.to : "") +
@@ -174,11 +230,40 @@ async function loadJob(id) {
 }
 
 // -- admin --------------------------------------------------------------------------------------------------
-async function setClaims(action) {
+const REASON = { placeholder: "why (recorded in the audit log)", pattern: /^.{1,200}$/,
+                 hint: "a reason of 1-200 characters is required" };
+
+function setClaims(action) {
   const scope = $("pause-scope").value;
-  const r = await api("/console/api/" + action, { method: "POST", body: JSON.stringify({ scope }) });
-  $("admin-msg").textContent = action + "d " + scope + "; paused now: " + (r.paused.join(", ") || "nothing");
-  refresh();
+  const what = action === "pause" ? "Pause new claims for " + scope + " (every tenant)? Running jobs finish."
+    : "Resume claims for " + scope + "?";
+  ask(what, REASON, async (reason) => {
+    const r = await act("/console/api/" + action, { method: "POST", body: JSON.stringify({ scope, reason }) });
+    const msg = action + "d " + scope + "; paused now: " + (r.paused.join(", ") || "nothing");
+    $("admin-msg").textContent = msg;
+    return msg;
+  });
+}
+
+// The job actions call the same /v1 routes as the CLI and the client; the server checks the key.
+function cancelJob() {
+  const id = $("job-actions").dataset.jobId;
+  ask("Cancel job " + id + "? A rendering attempt is stopped; this cannot be undone.", null, async () => {
+    const r = await act("/v1/jobs/" + encodeURIComponent(id) + "/cancel", { method: "POST" });
+    return "job " + r.id + " is " + r.state;
+  });
+}
+
+function deleteJob() {
+  const id = $("job-actions").dataset.jobId;
+  ask("Delete every byte of job " + id + " (input, attempts, artifact)? Its metadata stays as a tombstone.",
+    { placeholder: "deletion request id, e.g. DSR-2026-114", pattern: /^[A-Za-z0-9._:-]{1,128}$/,
+      hint: "give the deletion request this fulfils: 1-128 letters, digits or ._:-" },
+    async (reason) => {
+      const q = new URLSearchParams({ request_id: reason });
+      const r = await act("/v1/jobs/" + encodeURIComponent(id) + "?" + q.toString(), { method: "DELETE" });
+      return "job " + r.id + " deleted (request " + reason + ")";
+    });
 }
 
 // -- routing ------------------------------------------------------------------------------------------------
@@ -210,9 +295,18 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   $("logout").addEventListener("click", () => { sessionStorage.removeItem(KEY); askForKey(); });
   $("pause-btn").addEventListener("click", () => setClaims("pause"));
+  $("cancel-btn").addEventListener("click", cancelJob);
+  $("delete-btn").addEventListener("click", deleteJob);
+  $("confirm-ok").addEventListener("click", confirmed);
+  $("confirm-back").addEventListener("click", () => { pending = null; $("confirm").hidden = true; });
   $("resume-btn").addEventListener("click", () => setClaims("resume"));
   $("filters").addEventListener("input", () => refresh());
   $("filters").addEventListener("submit", (ev) => ev.preventDefault());
-  window.addEventListener("hashchange", () => refresh());
+  window.addEventListener("hashchange", () => {
+    pending = null;  // a confirmation never outlives the page it was asked on
+    $("confirm").hidden = true;
+    $("action-msg").textContent = "";
+    refresh();
+  });
   refresh();
 });
