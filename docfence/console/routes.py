@@ -118,8 +118,10 @@ def jobs(
     own = _tenant(principal)
     store = service.store
     now = store.now()
+    names = views.unmasked if principal.allows("ops.workers") else service.worker_alias
     rows = views.jobs_table(store, tenant=own or tenant or None, state=state, mode=mode,
-                            document_class=document_class or None, min_age_s=min_age_s, now=now)
+                            document_class=document_class or None, min_age_s=min_age_s, now=now,
+                            worker_name=names)
     return {"now": now.isoformat(), "jobs": rows, "limit": views.TABLE_LIMIT}
 
 

@@ -5,6 +5,7 @@ storage keys."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -20,11 +21,25 @@ DURATION_SAMPLE = 100
 THROUGHPUT_MINUTES = 60
 
 
-def job_row(job: Job, now: datetime) -> dict[str, Any]:
+def unmasked(name: str) -> str:
+    return name
+
+
+def job_row(job: Job, now: datetime, worker_name: Callable[[str], str] = unmasked) -> dict[str, Any]:
+    """One table row. `worker_name` masks the lease holder for keys that may not see hosts and pids.
+    `lease_expired`: rendering with a lease past its expiry (the worker is gone or stalled; the
+    reconciler will requeue it). `overdue`: not finished and past its deadline."""
+    active = not job.state.terminal
+    lease_in = (job.lease_expires_at - now).total_seconds() if job.lease_expires_at and active else None
     return {"id": job.id, "tenant": job.tenant, "state": job.state.value, "mode": job.mode,
             "document_class": job.document_class, "kind": job.kind, "attempt": job.attempt,
             "max_attempts": job.max_attempts, "age_s": round((now - job.created_at).total_seconds(), 1),
             "deadline_in_s": round((job.deadline_at - now).total_seconds(), 1),
+            "label": job.report_request_id,
+            "lease_owner": worker_name(job.lease_owner) if job.lease_owner and active else None,
+            "lease_expires_in_s": None if lease_in is None else round(lease_in, 1),
+            "lease_expired": job.state is JobState.RENDERING and lease_in is not None and lease_in <= 0,
+            "overdue": active and job.deadline_at <= now,
             "error": job.last_error_code, "created_at": job.created_at.isoformat()}
 
 
@@ -35,12 +50,13 @@ def counts(store: Store, tenant: str | None) -> dict[str, int]:
 
 
 def jobs_table(store: Store, *, tenant: str | None, state: str | None, mode: str | None,
-               document_class: str | None, min_age_s: float | None, now: datetime) -> list[dict[str, Any]]:
+               document_class: str | None, min_age_s: float | None, now: datetime,
+               worker_name: Callable[[str], str] = unmasked) -> list[dict[str, Any]]:
     jobs = store.list_jobs(state=JobState(state) if state else None, tenant=tenant, mode=mode,
                            document_class=document_class,
                            created_before=now - timedelta(seconds=min_age_s) if min_age_s else None,
                            limit=TABLE_LIMIT)
-    return [job_row(j, now) for j in jobs]
+    return [job_row(j, now, worker_name) for j in jobs]
 
 
 def age_chart(store: Store, tenant: str | None, now: datetime) -> dict[str, Any]:

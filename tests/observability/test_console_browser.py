@@ -12,11 +12,13 @@ import httpx
 import pytest
 
 from docfence.blobs.regions import RegionRouter
+from docfence.core.clock import FakeClock
 from docfence.engines import samples
 from docfence.store.base import open_store
+from docfence.testing.servers import running
 from docfence.worker.runner import Worker
 
-from .helpers import Served
+from .helpers import Served, console_app, make_settings, submit
 
 pytestmark = pytest.mark.browser
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
@@ -165,3 +167,46 @@ def test_operator_pauses_and_resumes_claims_with_confirmation_and_reason(page: A
     ops = [(e.action, e.reason) for e in served.store.iter_audit() if e.action.startswith("claims_")]
     assert ops == [("claims_paused", "raster engine rollback"), ("claims_resumed", "rollback done")]
     assert served.store.paused_scopes() == []
+
+
+@pytest.fixture
+def clocked(tmp_path: Path) -> Iterator[tuple[Served, FakeClock]]:
+    """A served console whose store and service read a clock the test moves."""
+    clock = FakeClock()
+    settings = make_settings(tmp_path)
+    store = open_store(settings.database_url, clock=clock)
+    app, service = console_app(settings, store, clock)
+    try:
+        with running(app) as url:
+            yield Served(settings, store, service, url), clock
+    finally:
+        store.close()
+
+
+def test_rows_show_kind_lease_holder_and_highlight_expired_leases_and_overdue_jobs(
+    browser: Any, clocked: tuple[Served, FakeClock]
+) -> None:
+    served, clock = clocked
+    stuck = submit(served.store).id
+    assert served.store.claim("db7-host-4242-abcdef", limit=1)[0].job.id == stuck
+    clock.advance(10 * 24 * 3600)  # past the lease and the deadline: the worker vanished
+    fresh = submit(served.store).id
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(HANG_GUARD_MS)
+    try:
+        _sign_in(page, served, served.service.create_api_key("acme", ("read",))[1])
+        row = f'tr[data-job-id="{stuck}"]'
+        page.wait_for_selector(f'{row}.lease-expired.overdue[data-lease-expired="1"][data-overdue="1"]')
+        text = page.inner_text(row)
+        assert "watermark" in text and "expired" in text and "overdue by" in text
+        assert "4242" not in text and "worker-" in text  # a tenant key sees the holder's alias
+        assert page.get_attribute(f'tr[data-job-id="{fresh}"]', "class") == ""
+        assert page.get_attribute(f'tr[data-job-id="{fresh}"]', "data-overdue") == "0"
+        page.click("#logout")
+        _sign_in(page, served, served.service.create_api_key("ops", ("operator",))[1])
+        page.wait_for_selector(f'{row} td:has-text("db7-host-4242-abcdef")')  # operators see the host
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "console-highlights.png"), full_page=True)
+    finally:
+        context.close()

@@ -179,11 +179,19 @@ async function loadOverview() {
   }
   const data = await api("/console/api/jobs?" + q.toString());
   const rows = data.jobs.map((j) => {
-    const tr = el("tr", { "data-job-id": j.id, "data-state": j.state },
+    const flags = (j.lease_expired ? " lease-expired" : "") + (j.overdue ? " overdue" : "");
+    const tr = el("tr", { "data-job-id": j.id, "data-state": j.state, class: flags.trim(),
+                          "data-lease-expired": j.lease_expired ? "1" : "0", "data-overdue": j.overdue ? "1" : "0" },
       el("td", {}, el("a", { href: "#/job/" + encodeURIComponent(j.id) }, j.id)),
-      el("td", { class: "state " + j.state }, j.state), el("td", {}, j.tenant), el("td", {}, j.mode),
+      el("td", { class: "state " + j.state }, j.state), el("td", {}, j.kind), el("td", {}, j.label || "-"),
+      el("td", {}, j.tenant), el("td", {}, j.mode),
       el("td", {}, j.document_class), el("td", {}, j.attempt + "/" + j.max_attempts),
-      el("td", {}, fmtAge(j.age_s)), el("td", {}, ["queued", "rendering"].includes(j.state) ? fmtAge(j.deadline_in_s) : "-"),
+      el("td", {}, fmtAge(j.age_s)),
+      el("td", { class: "deadline" }, ["queued", "rendering"].includes(j.state)
+        ? (j.overdue ? "overdue by " + fmtAge(-j.deadline_in_s) : fmtAge(j.deadline_in_s)) : "-"),
+      el("td", {}, j.lease_owner || "-"),
+      el("td", { class: "lease" }, j.lease_expires_in_s === null ? "-"
+        : j.lease_expired ? "expired " + fmtAge(-j.lease_expires_in_s) + " ago" : fmtAge(j.lease_expires_in_s)),
       el("td", {}, j.error || ""));
     tr.addEventListener("click", () => { location.hash = "#/job/" + encodeURIComponent(j.id); });
     return tr;
