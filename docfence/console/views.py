@@ -9,6 +9,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from docfence.core.errors import NotFound
 from docfence.core.records import Job
 from docfence.core.states import TERMINAL_STATES, JobState
 from docfence.observability.collector import AGE_BUCKETS, scan_active
@@ -41,6 +42,17 @@ def job_row(job: Job, now: datetime, worker_name: Callable[[str], str] = unmaske
             "lease_expired": job.state is JobState.RENDERING and lease_in is not None and lease_in <= 0,
             "overdue": active and job.deadline_at <= now,
             "error": job.last_error_code, "created_at": job.created_at.isoformat()}
+
+
+def find_job(store: Store, job_id: str, *, tenant: str | None, now: datetime,
+             worker_name: Callable[[str], str] = unmasked) -> list[dict[str, Any]]:
+    """The search box: the one job with this id, if the key's view holds it (another tenant's job is
+    not found, as everywhere)."""
+    try:
+        job = store.get(job_id.strip())
+    except NotFound:
+        return []
+    return [job_row(job, now, worker_name)] if tenant is None or job.tenant == tenant else []
 
 
 def counts(store: Store, tenant: str | None) -> dict[str, int]:

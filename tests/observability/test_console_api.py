@@ -44,6 +44,10 @@ def test_read_key_sees_its_tenant_only_and_cannot_pause(served: Served) -> None:
                                                           "can_cancel": False, "can_delete": False}
         rows = http.get("/console/api/jobs", params={"tenant": "other"}).json()["jobs"]
         assert [r["id"] for r in rows] == [mine.id]
+        found = http.get("/console/api/jobs", params={"job_id": f" {mine.id} "}).json()["jobs"]
+        assert [r["id"] for r in found] == [mine.id]
+        for hidden in (theirs.id, "job_nope"):
+            assert http.get("/console/api/jobs", params={"job_id": hidden}).json()["jobs"] == []
         assert http.get("/console/api/summary").json()["counts"]["queued"] == 1
         assert http.get(f"/console/api/jobs/{theirs.id}").status_code == 404
         assert http.post("/console/api/pause", json={"scope": "raster"}).status_code == 403

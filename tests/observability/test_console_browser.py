@@ -210,3 +210,16 @@ def test_rows_show_kind_lease_holder_and_highlight_expired_leases_and_overdue_jo
         page.screenshot(path=str(ARTIFACTS / "console-highlights.png"), full_page=True)
     finally:
         context.close()
+
+
+def test_search_by_job_id_finds_only_jobs_the_key_may_see(page: Any, served: Served) -> None:
+    mine, other, theirs = (submit(served.store).id, submit(served.store).id,
+                           submit(served.store, tenant="other").id)
+    _sign_in(page, served, served.service.create_api_key("acme", ("read",))[1])
+    page.wait_for_selector(f'tr[data-job-id="{other}"]')
+    page.fill("#f-job", mine)
+    page.wait_for_selector(f'tr[data-job-id="{other}"]', state="detached")
+    assert page.eval_on_selector_all("#jobs tbody tr", "rs => rs.map(r => r.dataset.jobId)") == [mine]
+    page.fill("#f-job", theirs)  # another tenant's job is not found, as on /v1
+    page.wait_for_selector("#jobs-empty:not([hidden])")
+    assert page.eval_on_selector_all("#jobs tbody tr", "rs => rs.length") == 0

@@ -173,7 +173,7 @@ async function loadOverview() {
     (s.paused.length ? s.paused.join(", ") : "nothing") + "; store time " + s.now;
   drawCharts(s);
   const q = new URLSearchParams();
-  for (const [param, id] of [["state", "f-state"], ["mode", "f-mode"], ["document_class", "f-class"],
+  for (const [param, id] of [["job_id", "f-job"], ["state", "f-state"], ["mode", "f-mode"], ["document_class", "f-class"],
                              ["tenant", "f-tenant"], ["min_age_s", "f-age"]]) {
     if ($(id).value) q.set(param, $(id).value);
   }
@@ -197,6 +197,7 @@ async function loadOverview() {
     return tr;
   });
   $("jobs").tBodies[0].replaceChildren(...rows);
+  $("jobs-empty").hidden = rows.length > 0;
 }
 
 // -- job page ---------------------------------------------------------------------------------------------
