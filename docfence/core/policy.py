@@ -121,24 +121,32 @@ class Limits:
     max_objects: int = 500_000
     max_stream_bytes: int = 256 * 1024 * 1024  # decompressed size of any one stream
     max_output_bytes: int = 512 * 1024 * 1024
-    render_timeout_s: float = 120.0  # the cap of the wall-clock budget below, whatever the input
+    render_timeout_s: float = 600.0  # the cap of the wall-clock budget below, whatever the input
     render_memory_mb: int = 1024
     # Wall-clock budget of one render/validation = base + per page + per MB of input, capped by
     # render_timeout_s: a 3 KB one-page file is answered in seconds, a 2,000-page file gets its minutes.
     render_base_s: float = 10.0
     render_per_page_s: float = 0.05
     render_per_mb_s: float = 1.0
+    # raster pages are drawn and compared as pixels: ~100 ms of CPU per dense page at 150 DPI (measured,
+    # docs/benchmarks.md), so their per-page budget is larger and grows with the square of the DPI
+    raster_per_page_s: float = 0.25
 
     def __post_init__(self) -> None:
         for f in fields(self):
             if getattr(self, f.name) <= 0:
                 raise ConfigError(f"limit {f.name} must be positive")
 
-    def render_budget_s(self, *, input_bytes: int, pages: int | None = None) -> float:
+    def render_budget_s(self, *, input_bytes: int, pages: int | None = None,
+                        raster_dpi: int | None = None) -> float:
         """Seconds this input may take to render and validate. Before its page count is known (the
-        render process reports it after preflight) only the base and the size count."""
+        render process reports it after preflight) only the base and the size count. `raster_dpi` is
+        set for raster jobs: their pages cost `raster_per_page_s` at 150 DPI, scaled by (dpi/150)^2."""
         budget = self.render_base_s + self.render_per_mb_s * input_bytes / (1024 * 1024)
-        budget += self.render_per_page_s * (pages or 0)
+        per_page = self.render_per_page_s
+        if raster_dpi is not None:
+            per_page = max(per_page, self.raster_per_page_s * (raster_dpi / 150.0) ** 2)
+        budget += per_page * (pages or 0)
         return min(self.render_timeout_s, budget)
 
 

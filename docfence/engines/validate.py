@@ -19,7 +19,6 @@ from typing import Any
 
 import pikepdf
 import pypdfium2 as pdfium
-from PIL import Image, ImageChops, ImageFilter, ImageOps, ImageStat
 
 from docfence.core.errors import ValidationFailed
 from docfence.core.policy import SanitizePolicy, WatermarkSpec
@@ -27,14 +26,21 @@ from docfence.engines import page_checks
 from docfence.engines import page_facts as facts
 from docfence.engines.geometry import PageGeometry, page_geometry
 from docfence.engines.parallel import run_parallel, split, usable_cores
+from docfence.engines.pixel_proof import (
+    RENDER_PX,
+    page_text,
+    raster_pixel_problem,
+    raster_unselected_problem,
+    render,
+    render_like,
+    vector_pixel_problem,
+)
 from docfence.engines.sanitize_residue import residue_check
 from docfence.engines.second_reader import SecondReader
 from docfence.engines.wm_layer import coverage_mask
 
 Check = dict[str, Any]
-_RENDER_PX = 110.0  # longest side of the low-resolution comparison render
 _MAX_DETAILS = 10
-_RASTER_NOISE = 8.0  # mean difference a re-rasterised page may show from resampling alone
 _PARALLEL_FROM_PAGES = 200  # below this, forking costs more than it saves
 _PARALLEL_FROM_RENDERS = 8  # pages to render (both files) before splitting them across processes
 _SAMPLE_PAGES = 6  # standard mode: pages rendered as a cross-check of the structural proof
@@ -218,7 +224,7 @@ def mark_visible_alone(geos: list[PageGeometry], selected: list[bool], spec: Wat
     for pages in by_geometry.values():
         geo = geos[pages[0]]
         width, height = geo.display_size
-        scale = _RENDER_PX * 2 / max(width, height, 1.0)
+        scale = RENDER_PX * 2 / max(width, height, 1.0)
         size = (max(1, round(width * scale)), max(1, round(height * scale)))
         if coverage_mask(geo, spec, size).point(lambda v: 255 if v > 128 else 0).getbbox() is None:
             failures.append(f"pages {page_ranges(pages)}: the mark leaves no ink inside the visible box")
@@ -252,33 +258,6 @@ def _why(found: page_checks.RangeFindings, render: list[int] | range) -> dict[st
         reason = found.needs_pixels.get(i, "sample (cross-check of the structural proof)")
         reasons.setdefault(reason, []).append(i)
     return {reason: page_ranges(pages) for reason, pages in reasons.items()}
-
-
-def _render(page: pdfium.PdfPage, dpi: int | None = None) -> Image.Image:
-    """Low-resolution render. For raster outputs, both sides are rendered at the raster DPI and then
-    area-averaged, so hairlines (one device pixel at any scale) weigh the same in input and output."""
-    w, h = page.get_size()
-    scale = max(_RENDER_PX / max(w, h, 1.0), 1.0 if min(w, h) < 200 else 0.0)
-    if dpi is None:
-        return page.render(scale=scale, draw_annots=True, may_draw_forms=True).to_pil().convert("RGB")
-    fine = max(dpi / 72.0, scale)
-    factor = max(1, round(fine / scale))
-    img = page.render(scale=fine, draw_annots=True, may_draw_forms=True).to_pil().convert("RGB")
-    return img.reduce(factor)
-
-
-def _render_like(page: pdfium.PdfPage, size: tuple[int, int]) -> Image.Image:
-    """An image-only raster page, rendered straight at the comparison size (pdfium area-samples images)."""
-    scale = size[0] / max(page.get_size()[0], 1.0)
-    img = page.render(scale=scale, draw_annots=True).to_pil().convert("RGB")
-    return img if img.size == size else img.resize(size)
-
-
-def changed_pixels(before: Image.Image, after: Image.Image, threshold: int) -> int:
-    if before.size != after.size:
-        after = after.resize(before.size)
-    diff = ImageChops.difference(before, after).convert("L")
-    return int(diff.point(lambda v: 255 if v > threshold else 0).histogram()[255])
 
 
 def split_pixel_checks(
@@ -368,9 +347,9 @@ def _compare_page(
     """(same extracted text, pixel problem or None) for one page; both pages are closed afterwards."""
     a, b = src_doc[index], out_doc[index]
     try:
-        same_text = mode != "vector" or _text(a) == _text(b)
-        img_a = _render(a, dpi)
-        img_b = _render_like(b, img_a.size) if dpi else _render(b)
+        same_text = mode != "vector" or page_text(a) == page_text(b)
+        img_a = render(a, dpi)
+        img_b = render_like(b, img_a.size) if dpi else render(b)
         if mode == "vector":
             mask = coverage_mask(geo, spec, img_a.size) if is_selected else None
             return same_text, vector_pixel_problem(img_a, img_b, is_selected, mask)
@@ -380,71 +359,6 @@ def _compare_page(
     finally:
         a.close()
         b.close()
-
-
-def vector_pixel_problem(
-    before: Image.Image, after: Image.Image, selected: bool, mask: Image.Image | None = None
-) -> str | None:
-    """Vector: a selected page must visibly change where the mark is (`mask`, its coverage at this size)
-    and nowhere else (so an opaque cover that hides mark and page alike is caught); any other page must
-    render identically."""
-    if not selected or mask is None:
-        changed = changed_pixels(before, after, 12)
-        if selected and changed < 3:
-            return "watermark not visible when rendered"
-        if not selected and changed > 0:
-            return "unselected page looks different"
-        return None
-    near = mask.point(lambda v: 255 if v > 8 else 0).filter(ImageFilter.MaxFilter(5))
-    diff = ImageChops.difference(before, after.resize(before.size) if after.size != before.size else after)
-    moved = diff.convert("L").point(lambda v: 255 if v > 12 else 0)
-    inside = ImageChops.multiply(moved, near).histogram()[255]
-    outside = ImageChops.multiply(moved, ImageOps.invert(near)).histogram()[255]
-    if inside < 3:
-        return "watermark not visible when rendered"
-    if outside > max(2, before.size[0] * before.size[1] // 500):
-        return "page outside the watermark looks different"
-    return None
-
-
-def _diff(before: Image.Image, after: Image.Image) -> Image.Image:
-    """Blurred difference: resampling of a re-rasterised page averages out, a watermark does not."""
-    if before.size != after.size:
-        after = after.resize(before.size)
-    blur = ImageFilter.BoxBlur(2)
-    return ImageChops.difference(before.filter(blur), after.filter(blur)).convert("L")
-
-
-def raster_pixel_problem(
-    before: Image.Image, after: Image.Image, mask: Image.Image, spec: WatermarkSpec
-) -> str | None:
-    """Raster: inside the watermark area the page must change clearly more than outside it."""
-    region = mask.point(lambda v: 255 if v > 128 else 0)
-    if region.getbbox() is None:
-        return "watermark area is empty at validation resolution"
-    diff = _diff(before, after)
-    inside = ImageStat.Stat(diff, region).mean[0]
-    outside_mask = ImageOps.invert(mask.point(lambda v: 255 if v > 8 else 0))
-    outside = ImageStat.Stat(diff, outside_mask).mean[0] if outside_mask.getbbox() else 0.0
-    if inside - outside < max(3.0, 24.0 * spec.opacity):
-        return "watermark not visible when rendered"
-    if outside > _RASTER_NOISE:
-        return "page outside the watermark looks different"
-    return None
-
-
-def raster_unselected_problem(before: Image.Image, after: Image.Image) -> str | None:
-    if ImageStat.Stat(_diff(before, after)).mean[0] > _RASTER_NOISE:
-        return "unselected page looks different"
-    return None
-
-
-def _text(page: pdfium.PdfPage) -> str:
-    textpage = page.get_textpage()
-    try:
-        return str(textpage.get_text_range())
-    finally:
-        textpage.close()
 
 
 def require_valid(report: dict[str, Any]) -> None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from docfence.core.clock import monotonic
-from docfence.core.policy import JobPolicy
+from docfence.core.policy import JobPolicy, Mode
 from docfence.sandbox import protocol
 from docfence.sandbox.outcomes import Outcome, from_answer, from_exit
 from docfence.sandbox.work import KINDS
@@ -45,6 +45,12 @@ class Task:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"unknown sandbox task kind {self.kind!r}")
+
+
+def _raster_dpi(task: Task) -> int | None:
+    """The DPI a raster watermark job draws its pages at (its budget grows with it), else None."""
+    policy = task.policy
+    return policy.dpi if task.kind == "watermark" and Mode(policy.mode) is Mode.RASTER else None
 
 
 class SandboxUnavailable(RuntimeError):
@@ -108,7 +114,8 @@ class Sandbox:
             "kind": task.kind, "input": str(task.input_path), "output": str(task.output_path),
             "answer": str(answer), "policy": task.policy.to_dict(), "password": task.password,
             "fsync": task.fsync, "memory_mb": limits.render_memory_mb,
-            "cpu_s": int(limits.render_budget_s(input_bytes=size, pages=limits.max_pages)) + 1,
+            "cpu_s": int(limits.render_budget_s(input_bytes=size, pages=limits.max_pages,
+                                                raster_dpi=_raster_dpi(task))) + 1,
         }
         message = {"op": "run", "token": token, "request": request}
         with self._lock:
@@ -191,7 +198,8 @@ class _Watch:
         self.cancel, self.heartbeat, self.interval = cancel, heartbeat, heartbeat_interval_s
         self.size = task.input_path.stat().st_size if task.input_path.exists() else 0
         self.started = monotonic()
-        self.deadline = self.started + task.policy.limits.render_budget_s(input_bytes=self.size)
+        self.deadline = self.started + task.policy.limits.render_budget_s(
+            input_bytes=self.size, raster_dpi=_raster_dpi(task))
         self.killed_for: str | None = None
         self.killed_at = 0.0
         self.next_beat = self.started + heartbeat_interval_s
@@ -229,7 +237,8 @@ class _Watch:
         if "pages" in message and self.killed_for is None:
             pages = int(message["pages"])  # type: ignore[call-overload]
             limits = self.task.policy.limits
-            self.deadline = self.started + limits.render_budget_s(input_bytes=self.size, pages=pages)
+            self.deadline = self.started + limits.render_budget_s(
+                input_bytes=self.size, pages=pages, raster_dpi=_raster_dpi(self.task))
         elif "answered" in message:
             try:
                 return from_answer(json.loads(self.answer.read_text("utf-8")))

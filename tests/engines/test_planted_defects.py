@@ -268,3 +268,18 @@ def test_mark_laid_out_outside_the_visible_box(level: str, monkeypatch: pytest.M
     finally:
         wm_layer.coverage_mask.cache_clear()  # nor any of the broken layout's for later tests
     assert "watermark_in_visible_box" in failed(report)
+
+
+def test_unbalanced_page_content_is_proved_by_pixels() -> None:
+    """An extra Q in a page's own content could pop the wrapper's q and change how the mark is drawn:
+    structure cannot prove that page, so standard mode renders it (and it passes: the mark shows)."""
+
+    def unbalance(pdf: pikepdf.Pdf) -> None:
+        own = pdf.pages[5].obj.Contents
+        own.write(b"Q " + own.read_bytes())
+
+    source = mutate(samples.many_pages(12), unbalance)
+    report = run(source, watermarked(source), "standard")
+    assert report["ok"], failed(report)
+    rendered = next(c for c in report["checks"] if c["name"] == "watermark_rendered")  # type: ignore[attr-defined]
+    assert rendered["why"]["page content q/Q balance not provable by structure"] == "6"

@@ -52,6 +52,8 @@ def _streams(*contents: bytes) -> list[pikepdf.Stream]:
         (b"Q 2 0 0 2 0 0 cm", False),  # pops the wrapper's q: the mark would be drawn scaled
         (b"q q Q", False),
         (b"q <5151> Tj % Q in a comment\nQ", True),
+        (b"q /Q gs /q Do Q", True),  # names, not operators
+        (b"q[1 2]0 d Q", True),
         (b"BI /W 1 /H 1 /BPC 8 /CS /G ID \x00 EI", None),  # inline image data: cannot tell
         (b"(a ((deep)) string) Tj", None),
     ],

@@ -120,3 +120,25 @@ def test_catches_internal_link_pointing_at_another_page(links_pair: tuple[bytes,
 def test_unreadable_output_fails_validation(links_pair: tuple[bytes, bytes]) -> None:
     report = validate(links_pair[0], b"%PDF-1.7\ngarbage", SPEC, mode="vector")
     assert not report["ok"] and _failed(report) == {"output_opens"}
+
+
+def test_validation_level_is_a_per_class_setting(tmp_path: object) -> None:
+    """`validation = "exhaustive"` on a document class reaches the job's frozen policy and the report;
+    an unknown level fails at start-up, naming the setting."""
+    from pathlib import Path
+
+    from docfence import config
+    from docfence.core.errors import ConfigError
+
+    folder = Path(str(tmp_path))
+    path = folder / "docfence.toml"
+    path.write_text('[classes.audit]\nvalidation = "exhaustive"\n[classes.preview]\nmode = "vector"\n')
+    settings = config.load_settings(env={"DOCFENCE_CONFIG": str(path)})
+    audit, preview = settings.policy_for("audit"), settings.policy_for("preview")
+    assert (audit.validation, preview.validation) == ("exhaustive", "standard")
+    result = process(samples.many_pages(2), audit)
+    assert result.validation["level"] == "exhaustive"
+    assert next(c for c in result.validation["checks"] if c["name"] == "text_extracted")["pages"] == "1-2"
+    path.write_text('[classes.audit]\nvalidation = "thorough"\n')
+    with pytest.raises(ConfigError, match="validation"):
+        config.load_settings(env={"DOCFENCE_CONFIG": str(path)})
