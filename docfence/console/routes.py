@@ -91,7 +91,8 @@ def whoami(principal: ConsoleRead) -> dict[str, Any]:
     return {"tenant": None if principal.is_operator else principal.tenant, "all_tenants": tenant is None,
             "operator": principal.allows("ops.claims"), "admin": "admin" in principal.scopes,
             # what the console offers: the actions call /v1 (like the CLI), which checks again
-            "can_cancel": principal.allows("jobs.cancel"), "can_delete": principal.allows("jobs.delete")}
+            "can_cancel": principal.allows("jobs.cancel"), "can_delete": principal.allows("jobs.delete"),
+            "can_retry": principal.allows("reports.request")}
 
 
 @router.get("/console/api/summary")

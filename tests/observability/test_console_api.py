@@ -41,7 +41,8 @@ def test_read_key_sees_its_tenant_only_and_cannot_pause(served: Served) -> None:
     with httpx.Client(base_url=served.base_url, headers=_auth(read), timeout=10) as http:
         assert http.get("/console/api/whoami").json() == {"tenant": "acme", "all_tenants": False,
                                                           "operator": False, "admin": False,
-                                                          "can_cancel": False, "can_delete": False}
+                                                          "can_cancel": False, "can_delete": False,
+                                                          "can_retry": False}
         rows = http.get("/console/api/jobs", params={"tenant": "other"}).json()["jobs"]
         assert [r["id"] for r in rows] == [mine.id]
         found = http.get("/console/api/jobs", params={"job_id": f" {mine.id} "}).json()["jobs"]
@@ -60,7 +61,8 @@ def test_a_tenant_admin_sees_its_tenant_only_and_cannot_pause(served: Served) ->
     with httpx.Client(base_url=served.base_url, headers=_auth(admin), timeout=10) as http:
         assert http.get("/console/api/whoami").json() == {"tenant": "acme", "all_tenants": False,
                                                           "operator": False, "admin": True,
-                                                          "can_cancel": True, "can_delete": True}
+                                                          "can_cancel": True, "can_delete": True,
+                                                          "can_retry": True}
         rows = http.get("/console/api/jobs", params={"tenant": "other"}).json()["jobs"]
         assert [r["id"] for r in rows] == [mine.id]
         summary = http.get("/console/api/summary").json()

@@ -14,6 +14,8 @@ import pytest
 from docfence.blobs.regions import RegionRouter
 from docfence.core.clock import FakeClock
 from docfence.engines import samples
+from docfence.reports import ReportRequests, RequestSpec, Templates
+from docfence.reports.templates import TemplateBundle
 from docfence.store.base import open_store
 from docfence.testing.servers import running
 from docfence.worker.runner import Worker
@@ -223,3 +225,24 @@ def test_search_by_job_id_finds_only_jobs_the_key_may_see(page: Any, served: Ser
     page.fill("#f-job", theirs)  # another tenant's job is not found, as on /v1
     page.wait_for_selector("#jobs-empty:not([hidden])")
     assert page.eval_on_selector_all("#jobs tbody tr", "rs => rs.length") == 0
+
+
+def test_tenant_retries_a_canceled_report_from_its_job_page(page: Any, served: Served) -> None:
+    bundle = TemplateBundle(name="t", html="<p>x</p>", css="", assets={}, schema={"type": "object"})
+    Templates(served.store).create_version("acme-t", bundle, actor="test", owner="acme")
+    requests = ReportRequests(served.settings, served.store, served.service.router)
+    spec = RequestSpec(tenant="acme", subject="s", period="2026-01", template="acme-t@1")
+    detail, _ = requests.create(spec, actor="test")
+    first = detail.jobs[-1].id
+    served.store.cancel(first, actor="test")
+    _sign_in(page, served, served.service.create_api_key("acme", ("submit", "read"))[1])
+    page.click(f'tr[data-job-id="{first}"]')
+    page.wait_for_selector("#retry-btn:not([hidden])")
+    assert page.is_hidden("#delete-btn")  # submit+read is not the tenant admin
+    page.click("#retry-btn")
+    page.click("#confirm-ok")
+    page.wait_for_selector('#action-msg:has-text("retried as job")')
+    jobs = [j for j in served.store.list_jobs(tenant="acme") if j.report_request_id == detail.request.id]
+    retried = [j for j in jobs if j.id != first]
+    assert len(retried) == 1 and retried[0].state.value == "queued" and retried[0].parent_job_id == first
+    assert retried[0].id in page.inner_text("#action-msg")

@@ -219,10 +219,13 @@ async function loadJob(id) {
   $("job-summary").querySelector("dd").setAttribute("data-state", j.state);
   const cancelable = me.can_cancel && ["queued", "rendering"].includes(j.state);
   const deletable = me.can_delete && !j.deleted;
+  const retryable = me.can_retry && !!j.report_request_id && ["failed", "canceled"].includes(j.state);
   $("cancel-btn").hidden = !cancelable;
   $("delete-btn").hidden = !deletable;
-  $("job-actions-none").hidden = cancelable || deletable;
+  $("retry-btn").hidden = !retryable;
+  $("job-actions-none").hidden = cancelable || deletable || retryable;
   $("job-actions").dataset.jobId = j.id;
+  $("job-actions").dataset.requestId = j.report_request_id || "";
   $("next-steps").replaceChildren(...d.next_steps.map((s) => el("li", {}, s)));
   $("timeline").replaceChildren(...d.timeline.map((e) => el("li", { "data-action": e.action },
     e.at + "  #" + (e.attempt || 0) + "  " + e.action + (e.from !== e.to ? "  " + (e.from || "-") + " → " + e.to : "") +
@@ -260,6 +263,14 @@ function cancelJob() {
   ask("Cancel job " + id + "? A rendering attempt is stopped; this cannot be undone.", null, async () => {
     const r = await act("/v1/jobs/" + encodeURIComponent(id) + "/cancel", { method: "POST" });
     return "job " + r.id + " is " + r.state;
+  });
+}
+
+function retryReport() {
+  const request = $("job-actions").dataset.requestId;
+  ask("Retry report request " + request + " with a new job (the same data)?", null, async () => {
+    const r = await act("/v1/report-requests/" + encodeURIComponent(request) + "/retry", { method: "POST" });
+    return "report " + request + " retried as job " + r.id;
   });
 }
 
@@ -306,6 +317,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("pause-btn").addEventListener("click", () => setClaims("pause"));
   $("cancel-btn").addEventListener("click", cancelJob);
   $("delete-btn").addEventListener("click", deleteJob);
+  $("retry-btn").addEventListener("click", retryReport);
   $("confirm-ok").addEventListener("click", confirmed);
   $("confirm-back").addEventListener("click", () => { pending = null; $("confirm").hidden = true; });
   $("resume-btn").addEventListener("click", () => setClaims("resume"));
