@@ -16,9 +16,9 @@ from fastapi.responses import FileResponse, Response
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
-from docfence.api.deps import ConsoleRead, OpsClaims, OpsModes, ServiceDep
+from docfence.api.deps import ConsoleRead, JobsCancel, OpsClaims, OpsModes, ServiceDep
 from docfence.console import views
-from docfence.core.errors import InvalidRequest, NotFound
+from docfence.core.errors import InvalidRequest, JobAlreadyEnded, NotFound
 from docfence.observability.exposition import CONTENT_TYPE_LATEST, render_metrics
 from docfence.observability.inspect import inspect_job, inspection_dict
 from docfence.service import Principal, Service
@@ -37,6 +37,15 @@ metrics_router = APIRouter(include_in_schema=False)
 class PauseIn(BaseModel):
     scope: Literal["all", "vector", "raster"]
     reason: str | None = Field(default=None, max_length=200)
+
+
+class CancelMatchingIn(BaseModel):
+    """The job table's filters; only queued and rendering jobs can be canceled."""
+
+    state: Literal["queued", "rendering"] | None = None
+    mode: Literal["vector", "raster"] | None = None
+    document_class: str | None = Field(default=None, max_length=64)
+    min_age_s: float | None = Field(default=None, ge=0)
 
 
 class ModeIn(BaseModel):
@@ -138,6 +147,26 @@ def job_detail(job_id: str, service: ServiceDep, principal: ConsoleRead) -> dict
     if own is not None and ins.job.tenant != own:
         raise NotFound(f"no job {job_id}")  # another tenant's job looks missing
     return _mask_workers(inspection_dict(ins), principal, service)
+
+
+@router.post("/console/api/cancel-matching")
+def cancel_matching(body: CancelMatchingIn, service: ServiceDep, principal: JobsCancel) -> dict[str, Any]:
+    """Bulk cancel: every queued or rendering job of the key's own tenant under the filters (at most
+    TABLE_LIMIT per state per call), each through Service.cancel like `POST /v1/jobs/{id}/cancel`, so each is
+    checked and audited one by one. A job that ended meanwhile is reported as skipped."""
+    store, now = service.store, service.store.now()
+    states = [body.state] if body.state else ["queued", "rendering"]
+    canceled, skipped = [], []
+    for state in states:
+        for row in views.jobs_table(store, tenant=principal.tenant, state=state, mode=body.mode,
+                                    document_class=body.document_class or None, min_age_s=body.min_age_s,
+                                    now=now):
+            try:
+                service.cancel(principal, row["id"])
+                canceled.append(row["id"])
+            except JobAlreadyEnded:
+                skipped.append(row["id"])
+    return {"canceled": canceled, "skipped": skipped}
 
 
 @router.post("/console/api/pause")

@@ -246,3 +246,21 @@ def test_tenant_retries_a_canceled_report_from_its_job_page(page: Any, served: S
     retried = [j for j in jobs if j.id != first]
     assert len(retried) == 1 and retried[0].state.value == "queued" and retried[0].parent_job_id == first
     assert retried[0].id in page.inner_text("#action-msg")
+
+
+def test_bulk_cancel_cancels_the_filtered_jobs_of_the_keys_tenant_only(page: Any, served: Served) -> None:
+    vector, raster = submit(served.store).id, submit(served.store, mode="raster").id
+    theirs = submit(served.store, tenant="other", mode="raster").id
+    _sign_in(page, served, served.service.create_api_key("acme", ("submit", "read"))[1])
+    page.wait_for_selector(f'tr[data-job-id="{vector}"]')
+    page.select_option("#f-mode", "raster")
+    page.wait_for_selector(f'tr[data-job-id="{vector}"]', state="detached")
+    page.click("#bulk-cancel-btn")
+    assert "1 shown" in page.inner_text("#confirm-text")
+    page.click("#confirm-ok")
+    page.wait_for_selector('#action-msg:has-text("canceled 1 job(s)")')
+    page.wait_for_selector(f'tr[data-job-id="{raster}"][data-state="canceled"]')
+    states = {j: served.store.get(j).state.value for j in (vector, raster, theirs)}
+    assert states == {vector: "queued", raster: "canceled", theirs: "queued"}
+    canceled = next(e for e in served.store.audit_events(raster) if e.to_state == "canceled")
+    assert canceled.actor.startswith("key:")  # audited as the console user's key

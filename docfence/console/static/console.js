@@ -274,6 +274,25 @@ function retryReport() {
   });
 }
 
+function bulkCancel() {
+  const state = $("f-state").value;
+  if (state && !["queued", "rendering"].includes(state)) {
+    $("action-msg").textContent = "only queued or rendering jobs can be canceled: change the state filter";
+    $("action-msg").className = "bad";
+    return;
+  }
+  const body = { state: state || null, mode: $("f-mode").value || null,
+                 document_class: $("f-class").value || null,
+                 min_age_s: $("f-age").value ? Number($("f-age").value) : null };
+  const shown = Array.from($("jobs").tBodies[0].rows)
+    .filter((r) => ["queued", "rendering"].includes(r.dataset.state)).length;
+  ask("Cancel every queued or rendering job of your tenant matching these filters (" + shown +
+      " shown in the table)? This cannot be undone.", null, async () => {
+    const r = await act("/console/api/cancel-matching", { method: "POST", body: JSON.stringify(body) });
+    return "canceled " + r.canceled.length + " job(s)" + (r.skipped.length ? ", " + r.skipped.length + " had already ended" : "");
+  });
+}
+
 function deleteJob() {
   const id = $("job-actions").dataset.jobId;
   ask("Delete every byte of job " + id + " (input, attempts, artifact)? Its metadata stays as a tombstone.",
@@ -297,6 +316,7 @@ async function refresh() {
       $("logout").hidden = false;
       $("admin").hidden = !me.operator;
       if (!me.all_tenants) $("f-tenant").disabled = true;
+      $("bulk-cancel-btn").hidden = !me.can_cancel;
     }
     const m = location.hash.match(/^#\/job\/(.+)$/);
     if (m) { show("job"); await loadJob(decodeURIComponent(m[1])); } else { show("overview"); await loadOverview(); }
@@ -318,6 +338,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("cancel-btn").addEventListener("click", cancelJob);
   $("delete-btn").addEventListener("click", deleteJob);
   $("retry-btn").addEventListener("click", retryReport);
+  $("bulk-cancel-btn").addEventListener("click", bulkCancel);
   $("confirm-ok").addEventListener("click", confirmed);
   $("confirm-back").addEventListener("click", () => { pending = null; $("confirm").hidden = true; });
   $("resume-btn").addEventListener("click", () => setClaims("resume"));
