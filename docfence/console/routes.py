@@ -125,19 +125,24 @@ def jobs(
     tenant: Annotated[str | None, Query(max_length=64)] = None,
     min_age_s: Annotated[float | None, Query(ge=0)] = None,
     job_id: Annotated[str | None, Query(max_length=128)] = None,
+    limit: Annotated[int, Query(ge=1, le=views.TABLE_LIMIT)] = views.TABLE_LIMIT,
+    cursor: Annotated[str | None, Query(max_length=200)] = None,
 ) -> dict[str, Any]:
-    """The job table under the filters; `job_id` (the search box) finds that one job instead."""
+    """The job table under the filters, newest first, `limit` rows per page; `next_cursor` (null on
+    the last page) asks for the next, older page. `job_id` (the search box) finds that one job."""
     own = _tenant(principal)
     store = service.store
     now = store.now()
     names = views.unmasked if principal.allows("ops.workers") else service.worker_alias
     if job_id and job_id.strip():
         found = views.find_job(store, job_id, tenant=own, now=now, worker_name=names)
-        return {"now": now.isoformat(), "jobs": found, "limit": views.TABLE_LIMIT}
+        return {"now": now.isoformat(), "jobs": found, "limit": limit, "next_cursor": None}
     rows = views.jobs_table(store, tenant=own or tenant or None, state=state, mode=mode,
                             document_class=document_class or None, min_age_s=min_age_s, now=now,
-                            worker_name=names)
-    return {"now": now.isoformat(), "jobs": rows, "limit": views.TABLE_LIMIT}
+                            worker_name=names, limit=limit,
+                            after=views.parse_cursor(cursor) if cursor else None)
+    nxt = views.cursor_of(rows[-1]) if len(rows) == limit else None
+    return {"now": now.isoformat(), "jobs": rows, "limit": limit, "next_cursor": nxt}
 
 
 @router.get("/console/api/jobs/{job_id}")

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from docfence.core.errors import NotFound
+from docfence.core.errors import InvalidRequest, NotFound
 from docfence.core.records import Job
 from docfence.core.states import TERMINAL_STATES, JobState
 from docfence.observability.collector import AGE_BUCKETS, scan_active
@@ -44,6 +44,22 @@ def job_row(job: Job, now: datetime, worker_name: Callable[[str], str] = unmaske
             "error": job.last_error_code, "created_at": job.created_at.isoformat()}
 
 
+def cursor_of(row: dict[str, Any]) -> str:
+    """The opaque cursor after a table row: its creation time and id."""
+    return f"{row['created_at']}|{row['id']}"
+
+
+def parse_cursor(cursor: str) -> tuple[datetime, str]:
+    at, sep, job_id = cursor.partition("|")
+    try:
+        when = datetime.fromisoformat(at)
+    except ValueError:
+        when = None
+    if not sep or not job_id or when is None or when.tzinfo is None:
+        raise InvalidRequest("cursor: not a cursor this console returned (next_cursor)")
+    return when, job_id
+
+
 def find_job(store: Store, job_id: str, *, tenant: str | None, now: datetime,
              worker_name: Callable[[str], str] = unmasked) -> list[dict[str, Any]]:
     """The search box: the one job with this id, if the key's view holds it (another tenant's job is
@@ -63,11 +79,12 @@ def counts(store: Store, tenant: str | None) -> dict[str, int]:
 
 def jobs_table(store: Store, *, tenant: str | None, state: str | None, mode: str | None,
                document_class: str | None, min_age_s: float | None, now: datetime,
-               worker_name: Callable[[str], str] = unmasked) -> list[dict[str, Any]]:
+               worker_name: Callable[[str], str] = unmasked, limit: int = TABLE_LIMIT,
+               after: tuple[datetime, str] | None = None) -> list[dict[str, Any]]:
     jobs = store.list_jobs(state=JobState(state) if state else None, tenant=tenant, mode=mode,
                            document_class=document_class,
                            created_before=now - timedelta(seconds=min_age_s) if min_age_s else None,
-                           limit=TABLE_LIMIT)
+                           limit=limit, after=after)
     return [job_row(j, now, worker_name) for j in jobs]
 
 

@@ -47,6 +47,7 @@ def test_read_key_sees_its_tenant_only_and_cannot_pause(served: Served) -> None:
         assert [r["id"] for r in rows] == [mine.id]
         found = http.get("/console/api/jobs", params={"job_id": f" {mine.id} "}).json()["jobs"]
         assert [r["id"] for r in found] == [mine.id]
+        assert http.get("/console/api/jobs", params={"cursor": "bogus"}).status_code in (400, 422)
         for hidden in (theirs.id, "job_nope"):
             assert http.get("/console/api/jobs", params={"job_id": hidden}).json()["jobs"] == []
         assert http.get("/console/api/summary").json()["counts"]["queued"] == 1

@@ -264,3 +264,36 @@ def test_bulk_cancel_cancels_the_filtered_jobs_of_the_keys_tenant_only(page: Any
     assert states == {vector: "queued", raster: "canceled", theirs: "queued"}
     canceled = next(e for e in served.store.audit_events(raster) if e.to_state == "canceled")
     assert canceled.actor.startswith("key:")  # audited as the console user's key
+
+
+def test_pages_through_older_jobs_with_the_cursor(browser: Any, clocked: tuple[Served, FakeClock]) -> None:
+    served, clock = clocked
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    try:
+        _pages_through(context.new_page(), served, clock)
+    finally:
+        context.close()
+
+
+def _pages_through(page: Any, served: Served, clock: FakeClock) -> None:
+    page.set_default_timeout(HANG_GUARD_MS)
+    ids = []
+    for i in range(13):  # one per second, but jobs 2 and 3 share an instant: the page ends inside the tie
+        ids.append(submit(served.store).id)
+        if i != 2:
+            clock.advance(1)
+    newest_first = [j.id for j in served.store.list_jobs(limit=100)]
+    assert set(newest_first[9:11]) == {ids[2], ids[3]}
+    _sign_in(page, served, served.service.create_api_key("acme", ("read",))[1])
+    page.wait_for_selector(f'tr[data-job-id="{newest_first[0]}"]')
+    page.select_option("#page-size", "10")
+    page.wait_for_selector(f'tr[data-job-id="{newest_first[10]}"]', state="detached")
+    shown = page.eval_on_selector_all("#jobs tbody tr", "rs => rs.map(r => r.dataset.jobId)")
+    assert shown == newest_first[:10]
+    page.click("#next-page")
+    page.wait_for_selector('#page-info:has-text("page 2 (last)")')
+    shown = page.eval_on_selector_all("#jobs tbody tr", "rs => rs.map(r => r.dataset.jobId)")
+    assert shown == newest_first[10:] and len(shown) == 3 and page.is_disabled("#next-page")
+    page.click("#first-page")
+    page.wait_for_selector(f'tr[data-job-id="{newest_first[0]}"]')
+    assert page.inner_text("#page-info") == "page 1"

@@ -8,6 +8,9 @@ const STATES = ["queued", "rendering", "succeeded", "failed", "canceled"];
 const $ = (id) => document.getElementById(id);
 let timer = null;
 let me = null;
+let pages = [];  // cursors of the pages before this one (the first page has none)
+let cursor = null;  // this page's cursor
+let nextCursor = null;
 
 function el(tag, attrs, ...children) {
   const ns = ["svg", "rect", "text", "line", "g", "title"].includes(tag) ? "http://www.w3.org/2000/svg" : null;
@@ -177,7 +180,13 @@ async function loadOverview() {
                              ["tenant", "f-tenant"], ["min_age_s", "f-age"]]) {
     if ($(id).value) q.set(param, $(id).value);
   }
+  q.set("limit", $("page-size").value);
+  if (cursor) q.set("cursor", cursor);
   const data = await api("/console/api/jobs?" + q.toString());
+  nextCursor = data.next_cursor;
+  $("next-page").disabled = !nextCursor;
+  $("first-page").disabled = !cursor;
+  $("page-info").textContent = "page " + (pages.length + 1) + (nextCursor ? "" : " (last)");
   const rows = data.jobs.map((j) => {
     const flags = (j.lease_expired ? " lease-expired" : "") + (j.overdue ? " overdue" : "");
     const tr = el("tr", { "data-job-id": j.id, "data-state": j.state, class: flags.trim(),
@@ -342,7 +351,16 @@ document.addEventListener("DOMContentLoaded", () => {
   $("confirm-ok").addEventListener("click", confirmed);
   $("confirm-back").addEventListener("click", () => { pending = null; $("confirm").hidden = true; });
   $("resume-btn").addEventListener("click", () => setClaims("resume"));
-  $("filters").addEventListener("input", () => refresh());
+  const firstPage = () => { pages = []; cursor = null; refresh(); };
+  $("filters").addEventListener("input", firstPage);  // new filters start at the newest jobs
+  $("page-size").addEventListener("input", firstPage);
+  $("first-page").addEventListener("click", firstPage);
+  $("next-page").addEventListener("click", () => {
+    if (!nextCursor) return;
+    pages.push(cursor);
+    cursor = nextCursor;
+    refresh();
+  });
   $("filters").addEventListener("submit", (ev) => ev.preventDefault());
   window.addEventListener("hashchange", () => {
     pending = null;  // a confirmation never outlives the page it was asked on
