@@ -57,8 +57,18 @@ class SandboxUnavailable(RuntimeError):
     """The zygote could not be started."""
 
 
+PROFILES = ("all", "watermark", "report")  # what the zygote imports and warms (zygote.py)
+
+
 class Sandbox:
-    def __init__(self) -> None:
+    def __init__(self, profile: str = "all") -> None:
+        """`profile`: "watermark" leaves the report engine (weasyprint, +28 MB) out of the zygote, so
+        each fork and exit copies and tears down fewer page tables; "report" warms it before the first
+        task; "all" (default) warms both. Any profile runs any task kind, a missing import costing
+        that one task its time."""
+        if profile not in PROFILES:
+            raise ValueError(f"unknown sandbox profile {profile!r}")
+        self.profile = profile
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
@@ -156,7 +166,7 @@ class Sandbox:
         with theirs:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "docfence.sandbox.zygote", "--parent", str(os.getpid()),
-                 "--fd", str(theirs.fileno())],
+                 "--fd", str(theirs.fileno()), "--profile", self.profile],
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, close_fds=True,
             )
         self._control, self._ready = ours, False

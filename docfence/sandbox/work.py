@@ -22,7 +22,7 @@ KINDS = ("watermark", "report", "provider_check")
 
 def run_task(request: dict[str, Any], on_pages: Callable[[int], None]) -> Outcome:
     """Do the task described by `request`; every exception becomes a coded outcome (outcomes.py)."""
-    from docfence.worker.faults import fault_point  # the test hook; inert unless DOCFENCE_FAULTS is set
+    from docfence.faults import fault_point  # the test hook; inert unless DOCFENCE_FAULTS is set
 
     try:
         fault_point("render")

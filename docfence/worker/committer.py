@@ -18,8 +18,8 @@ from docfence.blobs.base import BlobStore
 from docfence.core.clock import monotonic
 from docfence.core.errors import StoreError, StoreUnavailable
 from docfence.core.records import ArtifactInfo, Claim, Completion, Job
+from docfence.faults import fault_point
 from docfence.store.base import Store
-from docfence.worker.faults import fault_point
 from docfence.worker.leases import Lease
 
 log = logging.getLogger("docfence.worker")

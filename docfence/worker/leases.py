@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 from docfence.core.clock import monotonic
 from docfence.core.errors import StoreError
+from docfence.faults import fault_point
 from docfence.store.base import Store
-from docfence.worker.faults import fault_point
 
 log = logging.getLogger("docfence.worker")
 

@@ -23,12 +23,12 @@ from docfence.core.errors import BlobError, DocfenceError, StaleAttempt, StoreEr
 from docfence.core.ids import new_id
 from docfence.core.policy import Kind
 from docfence.core.records import ArtifactInfo, Claim, Job
+from docfence.faults import fault_point
 from docfence.layout import staging_key
 from docfence.observability import metrics
 from docfence.sandbox import Outcome, Sandbox, Task
 from docfence.store.base import Store
 from docfence.worker.committer import Committer, StagedResult
-from docfence.worker.faults import fault_point
 from docfence.worker.leases import Lease, LeaseKeeper
 
 log = logging.getLogger("docfence.worker")
@@ -58,7 +58,8 @@ class Worker:
         self._counts_lock = threading.Lock()  # the committer thread counts outcomes too
         self.committer = Committer(store, self.id, max_batch=GROUP_COMMIT_MAX,
                                    on_committed=self._committed, on_stale=self._stale)
-        self.sandbox = Sandbox()
+        self.sandbox = Sandbox("watermark")  # no report engine in it: cheaper forks for watermark jobs
+        self.report_sandbox = Sandbox("report")  # started by the first report job (from this thread)
 
     def run(self, *, until_idle: bool = False, max_jobs: int | None = None) -> Counters:
         """Claim and process jobs until `stopping` is set (SIGTERM), the queue is idle, or max_jobs."""
@@ -79,6 +80,7 @@ class Worker:
                     break
         finally:
             self.sandbox.close()
+            self.report_sandbox.close()
             self.committer.close()  # commit what is staged while its leases still hold
             self.leases.stop()
         return self.counters
@@ -160,8 +162,9 @@ class Worker:
         job = claim.job
         kind = "report" if job.policy.kind is Kind.REPORT else "watermark"
         task = Task(kind, workdir / "input.pdf", workdir / "output.pdf", job.policy)
+        sandbox = self.report_sandbox if kind == "report" else self.sandbox
         started = monotonic()
-        result = self.sandbox.run(task, cancel=lambda: lease.lost.is_set() or self._grace_over())
+        result = sandbox.run(task, cancel=lambda: lease.lost.is_set() or self._grace_over())
         if result.canceled:
             if lease.lost.is_set():
                 self._count("discarded")

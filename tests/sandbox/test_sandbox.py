@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from docfence.core.errors import ConfigError, EngineError, RenderCrashed
-from docfence.core.policy import JobPolicy, Limits, Mode
+from docfence.core.policy import JobPolicy, Kind, Limits, Mode
 from docfence.engines import samples
 from docfence.sandbox import Outcome, Sandbox, Task
 from docfence.sandbox.outcomes import from_exception, from_exit
@@ -176,3 +176,36 @@ def test_budget_scales_with_input() -> None:
     big = limits.render_budget_s(input_bytes=50 * 1024 * 1024, pages=2000)
     assert tiny < 15 < big <= limits.render_timeout_s
     assert limits.render_budget_s(input_bytes=2500) <= tiny
+
+
+def test_a_render_process_reports_where_its_cpu_went(sandbox: Sandbox, tmp_path: Path) -> None:
+    outcome = sandbox.run(Task("watermark", _input(tmp_path, samples.links()), tmp_path / "out.pdf",
+                               JobPolicy(mode=Mode.VECTOR)))
+    assert outcome.ok
+    for measure in ("cpu_ms", "subprocess_cpu_ms", "minflt"):
+        assert set(outcome.process[measure]) == {"before", "setup", "task"}
+    assert outcome.process["cpu_ms"]["task"] > 0  # the engine ran in this process
+
+
+def test_the_watermark_profile_leaves_the_report_engine_out_but_runs_any_kind(tmp_path: Path) -> None:
+    from docfence.engines.report_bundle import TemplateBundle
+    from docfence.engines.report_job import build_snapshot
+    from docfence.reports.templates import encode_assets
+    from docfence.sandbox import zygote
+
+    assert zygote._import_reports not in zygote.warm_later("watermark")
+    assert zygote._import_reports in zygote.warm_later("all")
+    schema = {"type": "object"}
+    bundle = TemplateBundle(name="t", html="<h1>{{ title }}</h1>", css="", schema=schema)
+    from docfence.engines.report import template_hash
+
+    snapshot = build_snapshot(name="t", html=bundle.html, css="", assets_b64=encode_assets(bundle),
+                              schema=schema, sha256=template_hash(bundle), data={"title": "Hi"}, variant=None)
+    report = _input(tmp_path, snapshot, "snapshot.json")
+    for profile in ("watermark", "report"):
+        with Sandbox(profile) as box:
+            outcome = box.run(Task("report", report, tmp_path / f"{profile}.pdf",
+                                   JobPolicy(kind=Kind.REPORT, watermark=None)))
+            assert outcome.ok and outcome.pages == 1, outcome
+    with pytest.raises(ValueError):
+        Sandbox("nonsense")

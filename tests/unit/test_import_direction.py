@@ -1,6 +1,8 @@
 """Imports flow one way: api | cli | client | console > service | worker | maintenance | reports |
-observability > store | blobs | engines | providers > config > core. Nothing in production imports
-docfence.testing, and the leaf imports nothing of docfence."""
+observability > store | blobs | engines | providers | sandbox > config | faults > core. The sandbox sits
+with the engines it runs, below the worker, report dispatcher and CLI that use it; the fault-injection
+hook (faults.py) sits below both. Nothing in production imports docfence.testing, and the leaf imports
+nothing of docfence."""
 
 from __future__ import annotations
 
@@ -12,10 +14,10 @@ import docfence
 ROOT = Path(docfence.__file__).parent
 LEVELS = {
     "core": 0,
-    "config": 1,
-    "store": 2, "blobs": 2, "engines": 2, "providers": 2, "layout": 2, "logs": 2,
+    "config": 1, "faults": 1,
+    "store": 2, "blobs": 2, "engines": 2, "providers": 2, "layout": 2, "logs": 2, "sandbox": 2,
     "service": 3, "worker": 3, "maintenance": 3, "reports": 3, "observability": 3, "runtime": 3,
-    "demo": 3, "benchmarks": 3, "sandbox": 3,
+    "demo": 3, "benchmarks": 3,
     "api": 4, "cli": 4, "client": 4, "console": 4,
 }
 # Exceptions with a reason: the client is a separate deliverable and imports only core.
