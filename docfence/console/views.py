@@ -62,13 +62,14 @@ def parse_cursor(cursor: str) -> tuple[datetime, str]:
 
 def find_job(store: Store, job_id: str, *, tenant: str | None, now: datetime,
              worker_name: Callable[[str], str] = unmasked) -> list[dict[str, Any]]:
-    """The search box: the one job with this id, if the key's view holds it (another tenant's job is
-    not found, as everywhere)."""
+    """The search box: the job with this id, else the jobs of the report request with this id (the
+    table's label), newest first, if the key's view holds them (another tenant's are not found)."""
+    text = job_id.strip()
     try:
-        job = store.get(job_id.strip())
+        jobs = [store.get(text)]
     except NotFound:
-        return []
-    return [job_row(job, now, worker_name)] if tenant is None or job.tenant == tenant else []
+        jobs = list(reversed(store.request_jobs(text)))
+    return [job_row(j, now, worker_name) for j in jobs if tenant is None or j.tenant == tenant]
 
 
 def counts(store: Store, tenant: str | None) -> dict[str, int]:

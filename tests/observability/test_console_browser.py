@@ -242,10 +242,18 @@ def test_tenant_retries_a_canceled_report_from_its_job_page(page: Any, served: S
     page.click("#retry-btn")
     page.click("#confirm-ok")
     page.wait_for_selector('#action-msg:has-text("retried as job")')
+    message = page.inner_text("#action-msg")
+    unrelated = submit(served.store).id
+    page.click("text=← all jobs")
+    page.wait_for_selector(f'tr[data-job-id="{unrelated}"]')
+    page.fill("#f-job", detail.request.id)  # the label column: both jobs of the request, nothing else
+    page.wait_for_selector(f'tr[data-job-id="{unrelated}"]', state="detached")
+    shown = page.eval_on_selector_all("#jobs tbody tr", "rs => rs.map(r => r.dataset.jobId)")
     jobs = [j for j in served.store.list_jobs(tenant="acme") if j.report_request_id == detail.request.id]
     retried = [j for j in jobs if j.id != first]
     assert len(retried) == 1 and retried[0].state.value == "queued" and retried[0].parent_job_id == first
-    assert retried[0].id in page.inner_text("#action-msg")
+    assert retried[0].id in message
+    assert shown == [retried[0].id, first]
 
 
 def test_bulk_cancel_cancels_the_filtered_jobs_of_the_keys_tenant_only(page: Any, served: Served) -> None:
