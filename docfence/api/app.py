@@ -11,6 +11,7 @@ from docfence.api.docs import install_docs
 from docfence.api.errors import install_error_handlers
 from docfence.api.gate import RequestGate
 from docfence.api.protocol import protocol_for
+from docfence.api.request_metrics import RequestMetrics
 from docfence.blobs import BlobStore, RegionRouter
 from docfence.config import Settings
 from docfence.core.clock import Clock
@@ -41,8 +42,10 @@ def create_app(
     from docfence.console import install as install_console  # local import: console imports api.deps
 
     install_console(app)  # /console, /console/api/*, /metrics
-    # Outermost of our middleware: the key is checked before anything reads the body.
+    # The key is checked before anything reads the body.
     app.add_middleware(RequestGate, service=service, server=settings.server)
+    # Outermost: requests the gate refuses are counted too (by route template, never the raw path).
+    app.add_middleware(RequestMetrics)
     return app
 
 

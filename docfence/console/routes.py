@@ -16,9 +16,9 @@ from fastapi.responses import FileResponse, Response
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
-from docfence.api.deps import ConsoleRead, OpsClaims, OpsModes, ServiceDep
+from docfence.api.deps import ConsoleRead, JobsCancel, OpsClaims, OpsModes, ServiceDep
 from docfence.console import views
-from docfence.core.errors import InvalidRequest, NotFound
+from docfence.core.errors import InvalidRequest, JobAlreadyEnded, NotFound
 from docfence.observability.exposition import CONTENT_TYPE_LATEST, render_metrics
 from docfence.observability.inspect import inspect_job, inspection_dict
 from docfence.service import Principal, Service
@@ -37,6 +37,15 @@ metrics_router = APIRouter(include_in_schema=False)
 class PauseIn(BaseModel):
     scope: Literal["all", "vector", "raster"]
     reason: str | None = Field(default=None, max_length=200)
+
+
+class CancelMatchingIn(BaseModel):
+    """The job table's filters; only queued and rendering jobs can be canceled."""
+
+    state: Literal["queued", "rendering"] | None = None
+    mode: Literal["vector", "raster"] | None = None
+    document_class: str | None = Field(default=None, max_length=64)
+    min_age_s: float | None = Field(default=None, ge=0)
 
 
 class ModeIn(BaseModel):
@@ -89,7 +98,10 @@ def console_static(name: str) -> FileResponse:
 def whoami(principal: ConsoleRead) -> dict[str, Any]:
     tenant = _tenant(principal)
     return {"tenant": None if principal.is_operator else principal.tenant, "all_tenants": tenant is None,
-            "operator": principal.allows("ops.claims"), "admin": "admin" in principal.scopes}
+            "operator": principal.allows("ops.claims"), "admin": "admin" in principal.scopes,
+            # what the console offers: the actions call /v1 (like the CLI), which checks again
+            "can_cancel": principal.allows("jobs.cancel"), "can_delete": principal.allows("jobs.delete"),
+            "can_retry": principal.allows("reports.request")}
 
 
 @router.get("/console/api/summary")
@@ -112,13 +124,25 @@ def jobs(
     document_class: Annotated[str | None, Query(max_length=64)] = None,
     tenant: Annotated[str | None, Query(max_length=64)] = None,
     min_age_s: Annotated[float | None, Query(ge=0)] = None,
+    job_id: Annotated[str | None, Query(max_length=128)] = None,
+    limit: Annotated[int, Query(ge=1, le=views.TABLE_LIMIT)] = views.TABLE_LIMIT,
+    cursor: Annotated[str | None, Query(max_length=200)] = None,
 ) -> dict[str, Any]:
+    """The job table under the filters, newest first, `limit` rows per page; `next_cursor` (null on
+    the last page) asks for the next, older page. `job_id` (the search box) finds that one job."""
     own = _tenant(principal)
     store = service.store
     now = store.now()
+    names = views.unmasked if principal.allows("ops.workers") else service.worker_alias
+    if job_id and job_id.strip():
+        found = views.find_job(store, job_id, tenant=own, now=now, worker_name=names)
+        return {"now": now.isoformat(), "jobs": found, "limit": limit, "next_cursor": None}
     rows = views.jobs_table(store, tenant=own or tenant or None, state=state, mode=mode,
-                            document_class=document_class or None, min_age_s=min_age_s, now=now)
-    return {"now": now.isoformat(), "jobs": rows, "limit": views.TABLE_LIMIT}
+                            document_class=document_class or None, min_age_s=min_age_s, now=now,
+                            worker_name=names, limit=limit,
+                            after=views.parse_cursor(cursor) if cursor else None)
+    nxt = views.cursor_of(rows[-1]) if len(rows) == limit else None
+    return {"now": now.isoformat(), "jobs": rows, "limit": limit, "next_cursor": nxt}
 
 
 @router.get("/console/api/jobs/{job_id}")
@@ -130,17 +154,37 @@ def job_detail(job_id: str, service: ServiceDep, principal: ConsoleRead) -> dict
     return _mask_workers(inspection_dict(ins), principal, service)
 
 
+@router.post("/console/api/cancel-matching")
+def cancel_matching(body: CancelMatchingIn, service: ServiceDep, principal: JobsCancel) -> dict[str, Any]:
+    """Bulk cancel: every queued or rendering job of the key's own tenant under the filters (at most
+    TABLE_LIMIT per state per call), each through Service.cancel like `POST /v1/jobs/{id}/cancel`, so each is
+    checked and audited one by one. A job that ended meanwhile is reported as skipped."""
+    store, now = service.store, service.store.now()
+    states = [body.state] if body.state else ["queued", "rendering"]
+    canceled, skipped = [], []
+    for state in states:
+        for row in views.jobs_table(store, tenant=principal.tenant, state=state, mode=body.mode,
+                                    document_class=body.document_class or None, min_age_s=body.min_age_s,
+                                    now=now):
+            try:
+                service.cancel(principal, row["id"])
+                canceled.append(row["id"])
+            except JobAlreadyEnded:
+                skipped.append(row["id"])
+    return {"canceled": canceled, "skipped": skipped}
+
+
 @router.post("/console/api/pause")
 def pause(body: PauseIn, service: ServiceDep, principal: OpsClaims) -> dict[str, Any]:
-    """Stop new claims (all, or one mode) for every tenant; draining is pausing and watching
-    `valid_leases` in the summary fall to zero."""
+    """Stop new claims (all, or one mode) for every tenant, audited with the reason; draining is
+    pausing and watching `valid_leases` in the summary fall to zero."""
     service.store.pause_claims(body.scope, actor=principal.actor, reason=body.reason)
     return {"paused": service.store.paused_scopes()}
 
 
 @router.post("/console/api/resume")
 def resume(body: PauseIn, service: ServiceDep, principal: OpsClaims) -> dict[str, Any]:
-    service.store.resume_claims(body.scope, actor=principal.actor)
+    service.store.resume_claims(body.scope, actor=principal.actor, reason=body.reason)
     return {"paused": service.store.paused_scopes()}
 
 

@@ -5,9 +5,11 @@ storage keys."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from docfence.core.errors import InvalidRequest, NotFound
 from docfence.core.records import Job
 from docfence.core.states import TERMINAL_STATES, JobState
 from docfence.observability.collector import AGE_BUCKETS, scan_active
@@ -20,12 +22,54 @@ DURATION_SAMPLE = 100
 THROUGHPUT_MINUTES = 60
 
 
-def job_row(job: Job, now: datetime) -> dict[str, Any]:
+def unmasked(name: str) -> str:
+    return name
+
+
+def job_row(job: Job, now: datetime, worker_name: Callable[[str], str] = unmasked) -> dict[str, Any]:
+    """One table row. `worker_name` masks the lease holder for keys that may not see hosts and pids.
+    `lease_expired`: rendering with a lease past its expiry (the worker is gone or stalled; the
+    reconciler will requeue it). `overdue`: not finished and past its deadline."""
+    active = not job.state.terminal
+    lease_in = (job.lease_expires_at - now).total_seconds() if job.lease_expires_at and active else None
     return {"id": job.id, "tenant": job.tenant, "state": job.state.value, "mode": job.mode,
             "document_class": job.document_class, "kind": job.kind, "attempt": job.attempt,
             "max_attempts": job.max_attempts, "age_s": round((now - job.created_at).total_seconds(), 1),
             "deadline_in_s": round((job.deadline_at - now).total_seconds(), 1),
+            "label": job.report_request_id,
+            "lease_owner": worker_name(job.lease_owner) if job.lease_owner and active else None,
+            "lease_expires_in_s": None if lease_in is None else round(lease_in, 1),
+            "lease_expired": job.state is JobState.RENDERING and lease_in is not None and lease_in <= 0,
+            "overdue": active and job.deadline_at <= now,
             "error": job.last_error_code, "created_at": job.created_at.isoformat()}
+
+
+def cursor_of(row: dict[str, Any]) -> str:
+    """The opaque cursor after a table row: its creation time and id."""
+    return f"{row['created_at']}|{row['id']}"
+
+
+def parse_cursor(cursor: str) -> tuple[datetime, str]:
+    at, sep, job_id = cursor.partition("|")
+    try:
+        when = datetime.fromisoformat(at)
+    except ValueError:
+        when = None
+    if not sep or not job_id or when is None or when.tzinfo is None:
+        raise InvalidRequest("cursor: not a cursor this console returned (next_cursor)")
+    return when, job_id
+
+
+def find_job(store: Store, job_id: str, *, tenant: str | None, now: datetime,
+             worker_name: Callable[[str], str] = unmasked) -> list[dict[str, Any]]:
+    """The search box: the job with this id, else the jobs of the report request with this id (the
+    table's label), newest first, if the key's view holds them (another tenant's are not found)."""
+    text = job_id.strip()
+    try:
+        jobs = [store.get(text)]
+    except NotFound:
+        jobs = list(reversed(store.request_jobs(text)))
+    return [job_row(j, now, worker_name) for j in jobs if tenant is None or j.tenant == tenant]
 
 
 def counts(store: Store, tenant: str | None) -> dict[str, int]:
@@ -35,12 +79,14 @@ def counts(store: Store, tenant: str | None) -> dict[str, int]:
 
 
 def jobs_table(store: Store, *, tenant: str | None, state: str | None, mode: str | None,
-               document_class: str | None, min_age_s: float | None, now: datetime) -> list[dict[str, Any]]:
+               document_class: str | None, min_age_s: float | None, now: datetime,
+               worker_name: Callable[[str], str] = unmasked, limit: int = TABLE_LIMIT,
+               after: tuple[datetime, str] | None = None) -> list[dict[str, Any]]:
     jobs = store.list_jobs(state=JobState(state) if state else None, tenant=tenant, mode=mode,
                            document_class=document_class,
                            created_before=now - timedelta(seconds=min_age_s) if min_age_s else None,
-                           limit=TABLE_LIMIT)
-    return [job_row(j, now) for j in jobs]
+                           limit=limit, after=after)
+    return [job_row(j, now, worker_name) for j in jobs]
 
 
 def age_chart(store: Store, tenant: str | None, now: datetime) -> dict[str, Any]:

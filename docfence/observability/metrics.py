@@ -60,6 +60,17 @@ PROVIDER_POLLS = Counter(
 PROVIDER_OBSERVATIONS = Counter(
     "docfence_provider_observations_total", "Provider status passes by classification.", ["kind"])
 
+HTTP_SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+HTTP_REQUESTS = Counter(
+    "docfence_http_requests_total", "HTTP requests answered by the API, by route template and status.",
+    ["method", "route", "status"],
+)
+HTTP_DURATION = Histogram(
+    "docfence_http_request_duration_seconds", "Time from request to the response's start, by route template.",
+    ["method", "route"], buckets=HTTP_SECONDS,
+)
+_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
+
 
 def multiprocess_enabled() -> bool:
     """Whether prometheus_client chose its multi-process value class (PROMETHEUS_MULTIPROC_DIR set)."""
@@ -92,6 +103,15 @@ def record_render(mode: str, pages: int, seconds: float, *, ok: bool = True) -> 
     """One attempt's render (child start to outcome); `pages` as the outcome reports them (0: unknown)."""
     outcome = "ok" if ok else "error"
     RENDER_DURATION.labels(_mode(mode), page_bucket(pages), outcome).observe(max(0.0, seconds))
+
+
+def record_http(method: str, route: str, status: int, seconds: float) -> None:
+    """One API request; `route` is the route's template ("/v1/jobs/{job_id}"), never the raw path (it
+    may carry a signed URL's token), so the label set stays bounded."""
+    verb = method if method in _METHODS else "other"
+    template = route[:96] if route.startswith("/") else "unrouted"  # templates are the app's own
+    HTTP_REQUESTS.labels(verb, template, str(int(status))).inc()
+    HTTP_DURATION.labels(verb, template).observe(max(0.0, seconds))
 
 
 def record_claimed(mode: str, n: int = 1) -> None:

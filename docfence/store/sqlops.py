@@ -18,10 +18,10 @@ class OperationsQueries(SqlBase):
                 self._append_event(tx, "claims_paused", actor=actor, job_id=None, reason=reason,
                                    details={"scope": scope}, chain="operations")
 
-    def resume_claims(self, scope: str, *, actor: str) -> None:
+    def resume_claims(self, scope: str, *, actor: str, reason: str | None = None) -> None:
         with self._tx() as tx:
             if tx.run("delete_pause", scope=scope):
-                self._append_event(tx, "claims_resumed", actor=actor, job_id=None, reason=None,
+                self._append_event(tx, "claims_resumed", actor=actor, job_id=None, reason=reason,
                                    details={"scope": scope}, chain="operations")
                 tx.announce_work()
 

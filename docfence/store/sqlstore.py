@@ -308,10 +308,15 @@ class SqlStore(OperationsQueries, ReportQueries, WakeupWaits):
     def list_jobs(
         self, *, state: JobState | None = None, tenant: str | None = None, mode: str | None = None,
         document_class: str | None = None, created_before: datetime | None = None, limit: int = 100,
+        after: tuple[datetime, str] | None = None,
     ) -> list[Job]:
+        """Newest first. `after` is a keyset cursor, the (created_at, id) of the last job of the
+        previous page: the next page starts strictly after it, stable under inserts."""
+        after_at, after_id = after if after else (None, None)
         with self._tx(write=False) as tx:
             rows = tx.all("list_jobs", state=state.value if state else None, tenant=tenant, mode=mode,
-                          document_class=document_class, created_before=created_before, limit=limit)
+                          document_class=document_class, created_before=created_before, limit=limit,
+                          after_at=after_at, after_id=after_id)
         return [self._job(r) for r in rows]
 
     def count_by_state(self) -> dict[str, int]:

@@ -37,6 +37,7 @@ RULES: dict[str, tuple[set[str], bool, bool]] = {
     "GET /console/api/summary": ({"read", "admin", "operator"}, False, False),
     "GET /console/api/jobs": ({"read", "admin", "operator"}, False, False),
     "GET /console/api/jobs/{job_id}": ({"read", "admin", "operator"}, True, True),
+    "POST /console/api/cancel-matching": ({"submit", "admin"}, False, False),
     "POST /console/api/pause": ({"operator"}, False, False),
     "POST /console/api/resume": ({"operator"}, False, False),
     "POST /console/api/class-modes": ({"operator"}, False, False),
@@ -115,6 +116,8 @@ def _call(http: httpx.Client, route: str, values: dict[str, str], who: str) -> h
         body = {"json": {"subject": f"s-{who}", "period": "2026-02", "template": "shared@1", "data": {}}}
     elif route in ("POST /console/api/pause", "POST /console/api/resume"):
         body = {"json": {"scope": "raster"}}
+    elif route == "POST /console/api/cancel-matching":
+        body = {"json": {"state": "queued", "document_class": "no-such-class"}}  # cancels nothing
     elif route == "POST /console/api/class-modes":
         body = {"json": {"document_class": "default", "mode": "vector"}}
     params = {"request_id": "DR-1"} if method == "DELETE" else None

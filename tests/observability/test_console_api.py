@@ -40,9 +40,16 @@ def test_read_key_sees_its_tenant_only_and_cannot_pause(served: Served) -> None:
     read = served.service.create_api_key("acme", ("read",))[1]
     with httpx.Client(base_url=served.base_url, headers=_auth(read), timeout=10) as http:
         assert http.get("/console/api/whoami").json() == {"tenant": "acme", "all_tenants": False,
-                                                          "operator": False, "admin": False}
+                                                          "operator": False, "admin": False,
+                                                          "can_cancel": False, "can_delete": False,
+                                                          "can_retry": False}
         rows = http.get("/console/api/jobs", params={"tenant": "other"}).json()["jobs"]
         assert [r["id"] for r in rows] == [mine.id]
+        found = http.get("/console/api/jobs", params={"job_id": f" {mine.id} "}).json()["jobs"]
+        assert [r["id"] for r in found] == [mine.id]
+        assert http.get("/console/api/jobs", params={"cursor": "bogus"}).status_code in (400, 422)
+        for hidden in (theirs.id, "job_nope"):
+            assert http.get("/console/api/jobs", params={"job_id": hidden}).json()["jobs"] == []
         assert http.get("/console/api/summary").json()["counts"]["queued"] == 1
         assert http.get(f"/console/api/jobs/{theirs.id}").status_code == 404
         assert http.post("/console/api/pause", json={"scope": "raster"}).status_code == 403
@@ -54,7 +61,9 @@ def test_a_tenant_admin_sees_its_tenant_only_and_cannot_pause(served: Served) ->
     admin = served.service.create_api_key("acme", ("admin",))[1]
     with httpx.Client(base_url=served.base_url, headers=_auth(admin), timeout=10) as http:
         assert http.get("/console/api/whoami").json() == {"tenant": "acme", "all_tenants": False,
-                                                          "operator": False, "admin": True}
+                                                          "operator": False, "admin": True,
+                                                          "can_cancel": True, "can_delete": True,
+                                                          "can_retry": True}
         rows = http.get("/console/api/jobs", params={"tenant": "other"}).json()["jobs"]
         assert [r["id"] for r in rows] == [mine.id]
         summary = http.get("/console/api/summary").json()
@@ -83,11 +92,14 @@ def test_operator_sees_everything_and_pauses_claims(served: Served) -> None:
         detail = http.get(f"/console/api/jobs/{a.id}").json()
         assert http.post("/console/api/pause", json={"scope": "raster", "reason": "rollback"}).json() == {
             "paused": ["raster"]}
-        assert http.post("/console/api/resume", json={"scope": "raster"}).json() == {"paused": []}
+        assert http.post("/console/api/resume", json={"scope": "raster", "reason": "fixed"}).json() == {
+            "paused": []}
         assert http.post("/console/api/class-modes", json={"document_class": "default", "mode": "raster"}
                          ).json() == {"class_modes": {"default": "raster"}}
         assert http.post("/console/api/class-modes", json={"document_class": "nope", "mode": "raster"}
                          ).status_code == 422
+    ops = [(e.action, e.reason) for e in served.store.iter_audit() if e.action.startswith("claims_")]
+    assert ops == [("claims_paused", "rollback"), ("claims_resumed", "fixed")]
     assert detail["job"]["state"] == "queued" and detail["next_steps"]
     text = repr(detail)
     assert "input.pdf" not in text and "CONFIDENTIAL" not in text and "dfk_" not in text

@@ -12,11 +12,15 @@ import httpx
 import pytest
 
 from docfence.blobs.regions import RegionRouter
+from docfence.core.clock import FakeClock
 from docfence.engines import samples
+from docfence.reports import ReportRequests, RequestSpec, Templates
+from docfence.reports.templates import TemplateBundle
 from docfence.store.base import open_store
+from docfence.testing.servers import running
 from docfence.worker.runner import Worker
 
-from .helpers import Served
+from .helpers import Served, console_app, make_settings, submit
 
 pytestmark = pytest.mark.browser
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
@@ -96,13 +100,208 @@ def test_console_follows_a_job_from_queued_to_succeeded(
     assert page.evaluate("sessionStorage.getItem('docfence.console.key')") == admin
 
 
-def test_console_refuses_without_a_key(page: Any, served: Served) -> None:
+def test_console_prompts_for_a_key_then_refuses_bad_ones(page: Any, served: Served) -> None:
     page.goto(f"{served.base_url}/console")
-    page.wait_for_selector("#refusal:not([hidden])")
-    assert "Refused (401)" in page.inner_text("#refusal")
+    page.wait_for_selector("#login:not([hidden])")  # first visit: a prompt, not a refusal
+    assert page.is_hidden("#refusal") and page.is_hidden("#overview") and page.is_visible("#key")
+    page.fill("#key", "dfk_not-a-key")
+    page.click("#key-form button[type=submit]")
+    page.wait_for_selector('#refusal-text:has-text("Refused (401)")')
     assert page.is_hidden("#overview") and page.is_visible("#key")
     submit_only = served.service.create_api_key("acme", ("submit",))[1]
     page.fill("#key", submit_only)
     page.click("#key-form button[type=submit]")
     page.wait_for_selector('#refusal-text:has-text("Refused (403)")')
     assert page.is_hidden("#overview")
+
+
+def _sign_in(page: Any, served: Served, key: str) -> None:
+    page.goto(f"{served.base_url}/console")
+    page.fill("#key", key)
+    page.click("#key-form button[type=submit]")
+
+
+def test_tenant_admin_cancels_then_deletes_a_job_with_its_request_id(page: Any, served: Served) -> None:
+    job_id = _submit(served)
+    reader = served.service.create_api_key("acme", ("read",))[1]
+    _sign_in(page, served, reader)
+    page.click(f'tr[data-job-id="{job_id}"]')
+    page.wait_for_selector('#job-summary dd[data-state="queued"]')
+    assert page.is_hidden("#cancel-btn") and page.is_hidden("#delete-btn")  # a read key may not act
+    page.click("#logout")
+    _sign_in(page, served, served.service.create_api_key("acme", ("admin",))[1])
+    page.click(f'tr[data-job-id="{job_id}"]')
+    page.wait_for_selector("#cancel-btn:not([hidden])")
+    page.click("#cancel-btn")
+    page.click("#confirm-ok")
+    page.wait_for_selector('#job-summary dd[data-state="canceled"]')
+    assert "is canceled" in page.inner_text("#action-msg") and page.is_hidden("#cancel-btn")
+    page.click("#delete-btn")
+    page.fill("#confirm-reason", "not a request id!")  # refused in the page: the API would 422
+    page.click("#confirm-ok")
+    page.wait_for_selector('#confirm-msg:has-text("deletion request")')
+    page.fill("#confirm-reason", "DSR-2026-114")
+    page.click("#confirm-ok")
+    page.wait_for_selector('#action-msg:has-text("deleted (request DSR-2026-114)")')
+    page.wait_for_selector('#timeline li[data-action="bytes_deleted"]')  # the same render hides the button
+    assert page.is_hidden("#delete-btn")
+    events = served.store.audit_events(job_id)
+    assert served.store.get(job_id).deleted_at is not None
+    assert any("DSR-2026-114" in str(e.reason) + str(e.details) for e in events)
+
+
+def test_operator_pauses_and_resumes_claims_with_confirmation_and_reason(page: Any, served: Served) -> None:
+    _sign_in(page, served, served.service.create_api_key("ops", ("operator",))[1])
+    page.wait_for_selector("#admin:not([hidden])")
+    page.select_option("#pause-scope", "raster")
+    page.click("#pause-btn")
+    page.wait_for_selector("#confirm:not([hidden])")
+    assert served.store.paused_scopes() == []  # nothing happens before the confirmation
+    page.click("#confirm-ok")
+    page.wait_for_selector('#confirm-msg:has-text("reason")')  # a reason is required
+    page.fill("#confirm-reason", "raster engine rollback")
+    page.click("#confirm-ok")
+    page.wait_for_selector('#admin-msg:has-text("paused now: raster")')
+    page.click("#resume-btn")
+    page.fill("#confirm-reason", "rollback done")
+    page.click("#confirm-ok")
+    page.wait_for_selector('#admin-msg:has-text("paused now: nothing")')
+    ops = [(e.action, e.reason) for e in served.store.iter_audit() if e.action.startswith("claims_")]
+    assert ops == [("claims_paused", "raster engine rollback"), ("claims_resumed", "rollback done")]
+    assert served.store.paused_scopes() == []
+
+
+@pytest.fixture
+def clocked(tmp_path: Path) -> Iterator[tuple[Served, FakeClock]]:
+    """A served console whose store and service read a clock the test moves."""
+    clock = FakeClock()
+    settings = make_settings(tmp_path)
+    store = open_store(settings.database_url, clock=clock)
+    app, service = console_app(settings, store, clock)
+    try:
+        with running(app) as url:
+            yield Served(settings, store, service, url), clock
+    finally:
+        store.close()
+
+
+def test_rows_show_kind_lease_holder_and_highlight_expired_leases_and_overdue_jobs(
+    browser: Any, clocked: tuple[Served, FakeClock]
+) -> None:
+    served, clock = clocked
+    stuck = submit(served.store).id
+    assert served.store.claim("db7-host-4242-abcdef", limit=1)[0].job.id == stuck
+    clock.advance(10 * 24 * 3600)  # past the lease and the deadline: the worker vanished
+    fresh = submit(served.store).id
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(HANG_GUARD_MS)
+    try:
+        _sign_in(page, served, served.service.create_api_key("acme", ("read",))[1])
+        row = f'tr[data-job-id="{stuck}"]'
+        page.wait_for_selector(f'{row}.lease-expired.overdue[data-lease-expired="1"][data-overdue="1"]')
+        text = page.inner_text(row)
+        assert "watermark" in text and "expired" in text and "overdue by" in text
+        assert "4242" not in text and "worker-" in text  # a tenant key sees the holder's alias
+        assert page.get_attribute(f'tr[data-job-id="{fresh}"]', "class") == ""
+        assert page.get_attribute(f'tr[data-job-id="{fresh}"]', "data-overdue") == "0"
+        page.click("#logout")
+        _sign_in(page, served, served.service.create_api_key("ops", ("operator",))[1])
+        page.wait_for_selector(f'{row} td:has-text("db7-host-4242-abcdef")')  # operators see the host
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "console-highlights.png"), full_page=True)
+    finally:
+        context.close()
+
+
+def test_search_by_job_id_finds_only_jobs_the_key_may_see(page: Any, served: Served) -> None:
+    mine, other, theirs = (submit(served.store).id, submit(served.store).id,
+                           submit(served.store, tenant="other").id)
+    _sign_in(page, served, served.service.create_api_key("acme", ("read",))[1])
+    page.wait_for_selector(f'tr[data-job-id="{other}"]')
+    page.fill("#f-job", mine)
+    page.wait_for_selector(f'tr[data-job-id="{other}"]', state="detached")
+    assert page.eval_on_selector_all("#jobs tbody tr", "rs => rs.map(r => r.dataset.jobId)") == [mine]
+    page.fill("#f-job", theirs)  # another tenant's job is not found, as on /v1
+    page.wait_for_selector("#jobs-empty:not([hidden])")
+    assert page.eval_on_selector_all("#jobs tbody tr", "rs => rs.length") == 0
+
+
+def test_tenant_retries_a_canceled_report_from_its_job_page(page: Any, served: Served) -> None:
+    bundle = TemplateBundle(name="t", html="<p>x</p>", css="", assets={}, schema={"type": "object"})
+    Templates(served.store).create_version("acme-t", bundle, actor="test", owner="acme")
+    requests = ReportRequests(served.settings, served.store, served.service.router)
+    spec = RequestSpec(tenant="acme", subject="s", period="2026-01", template="acme-t@1")
+    detail, _ = requests.create(spec, actor="test")
+    first = detail.jobs[-1].id
+    served.store.cancel(first, actor="test")
+    _sign_in(page, served, served.service.create_api_key("acme", ("submit", "read"))[1])
+    page.click(f'tr[data-job-id="{first}"]')
+    page.wait_for_selector("#retry-btn:not([hidden])")
+    assert page.is_hidden("#delete-btn")  # submit+read is not the tenant admin
+    page.click("#retry-btn")
+    page.click("#confirm-ok")
+    page.wait_for_selector('#action-msg:has-text("retried as job")')
+    message = page.inner_text("#action-msg")
+    unrelated = submit(served.store).id
+    page.click("text=← all jobs")
+    page.wait_for_selector(f'tr[data-job-id="{unrelated}"]')
+    page.fill("#f-job", detail.request.id)  # the label column: both jobs of the request, nothing else
+    page.wait_for_selector(f'tr[data-job-id="{unrelated}"]', state="detached")
+    shown = page.eval_on_selector_all("#jobs tbody tr", "rs => rs.map(r => r.dataset.jobId)")
+    jobs = [j for j in served.store.list_jobs(tenant="acme") if j.report_request_id == detail.request.id]
+    retried = [j for j in jobs if j.id != first]
+    assert len(retried) == 1 and retried[0].state.value == "queued" and retried[0].parent_job_id == first
+    assert retried[0].id in message
+    assert shown == [retried[0].id, first]
+
+
+def test_bulk_cancel_cancels_the_filtered_jobs_of_the_keys_tenant_only(page: Any, served: Served) -> None:
+    vector, raster = submit(served.store).id, submit(served.store, mode="raster").id
+    theirs = submit(served.store, tenant="other", mode="raster").id
+    _sign_in(page, served, served.service.create_api_key("acme", ("submit", "read"))[1])
+    page.wait_for_selector(f'tr[data-job-id="{vector}"]')
+    page.select_option("#f-mode", "raster")
+    page.wait_for_selector(f'tr[data-job-id="{vector}"]', state="detached")
+    page.click("#bulk-cancel-btn")
+    assert "1 shown" in page.inner_text("#confirm-text")
+    page.click("#confirm-ok")
+    page.wait_for_selector('#action-msg:has-text("canceled 1 job(s)")')
+    page.wait_for_selector(f'tr[data-job-id="{raster}"][data-state="canceled"]')
+    states = {j: served.store.get(j).state.value for j in (vector, raster, theirs)}
+    assert states == {vector: "queued", raster: "canceled", theirs: "queued"}
+    canceled = next(e for e in served.store.audit_events(raster) if e.to_state == "canceled")
+    assert canceled.actor.startswith("key:")  # audited as the console user's key
+
+
+def test_pages_through_older_jobs_with_the_cursor(browser: Any, clocked: tuple[Served, FakeClock]) -> None:
+    served, clock = clocked
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    try:
+        _pages_through(context.new_page(), served, clock)
+    finally:
+        context.close()
+
+
+def _pages_through(page: Any, served: Served, clock: FakeClock) -> None:
+    page.set_default_timeout(HANG_GUARD_MS)
+    ids = []
+    for i in range(13):  # one per second, but jobs 2 and 3 share an instant: the page ends inside the tie
+        ids.append(submit(served.store).id)
+        if i != 2:
+            clock.advance(1)
+    newest_first = [j.id for j in served.store.list_jobs(limit=100)]
+    assert set(newest_first[9:11]) == {ids[2], ids[3]}
+    _sign_in(page, served, served.service.create_api_key("acme", ("read",))[1])
+    page.wait_for_selector(f'tr[data-job-id="{newest_first[0]}"]')
+    page.select_option("#page-size", "10")
+    page.wait_for_selector(f'tr[data-job-id="{newest_first[10]}"]', state="detached")
+    shown = page.eval_on_selector_all("#jobs tbody tr", "rs => rs.map(r => r.dataset.jobId)")
+    assert shown == newest_first[:10]
+    page.click("#next-page")
+    page.wait_for_selector('#page-info:has-text("page 2 (last)")')
+    shown = page.eval_on_selector_all("#jobs tbody tr", "rs => rs.map(r => r.dataset.jobId)")
+    assert shown == newest_first[10:] and len(shown) == 3 and page.is_disabled("#next-page")
+    page.click("#first-page")
+    page.wait_for_selector(f'tr[data-job-id="{newest_first[0]}"]')
+    assert page.inner_text("#page-info") == "page 1"

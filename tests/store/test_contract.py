@@ -234,3 +234,19 @@ def test_reads_and_audit_trail(store, clock: FakeClock) -> None:  # type: ignore
     assert len(attempts) == 1 and attempts[0].worker == "w" and attempts[0].outcome == "artifact_committed"
     with pytest.raises(NotFound):
         store.get("job_nope")
+
+
+def test_list_jobs_pages_with_a_keyset_cursor(store, clock: FakeClock) -> None:  # type: ignore[no-untyped-def]
+    same_instant = [submit(store) for _ in range(3)]  # ties on created_at are broken by id
+    clock.advance(1)
+    later = [submit(store) for _ in range(2)]
+    everything = [j.id for j in store.list_jobs()]
+    assert set(everything) == set(same_instant + later) and set(everything[:2]) == set(later)
+    pages, after = [], None
+    while True:
+        page = store.list_jobs(limit=2, after=after)
+        if not page:
+            break
+        pages.append([j.id for j in page])
+        after = (page[-1].created_at, page[-1].id)
+    assert [i for p in pages for i in p] == everything and [len(p) for p in pages] == [2, 2, 1]

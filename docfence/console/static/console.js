@@ -8,6 +8,9 @@ const STATES = ["queued", "rendering", "succeeded", "failed", "canceled"];
 const $ = (id) => document.getElementById(id);
 let timer = null;
 let me = null;
+let pages = [];  // cursors of the pages before this one (the first page has none)
+let cursor = null;  // this page's cursor
+let nextCursor = null;
 
 function el(tag, attrs, ...children) {
   const ns = ["svg", "rect", "text", "line", "g", "title"].includes(tag) ? "http://www.w3.org/2000/svg" : null;
@@ -41,6 +44,56 @@ async function api(path, options) {
   return resp.json();
 }
 
+// An action (cancel, delete, pause, resume): a refusal of the action is shown next to it, it does not
+// sign the key out the way a refused read does.
+async function act(path, options) {
+  const key = sessionStorage.getItem(KEY);
+  const headers = { Accept: "application/json", Authorization: "Bearer " + key };
+  if (options.body) headers["Content-Type"] = "application/json";
+  const resp = await fetch(path, Object.assign({ headers, cache: "no-store" }, options));
+  let body = null;
+  try { body = await resp.json(); } catch (e) { /* no JSON body */ }
+  if (resp.status === 401) { refuse(401, "a valid API key is required"); throw new Refused("401"); }
+  if (!resp.ok) {
+    const err = body && body.error;
+    throw new Error(err ? err.code + ": " + err.message : "HTTP " + resp.status);
+  }
+  return body;
+}
+
+// -- confirmation -------------------------------------------------------------------------------------------
+let pending = null;
+
+function ask(text, reason, run) {
+  // reason: null (none asked) or { placeholder, pattern (RegExp), hint }
+  pending = { reason, run };
+  $("confirm-text").textContent = text;
+  $("confirm-reason-label").hidden = !reason;
+  $("confirm-reason").value = "";
+  $("confirm-reason").placeholder = reason ? reason.placeholder : "";
+  $("confirm-msg").textContent = "";
+  $("confirm").hidden = false;
+  if (reason) $("confirm-reason").focus();
+}
+
+async function confirmed() {
+  if (!pending) return;
+  const { reason, run } = pending;
+  const value = $("confirm-reason").value.trim();
+  if (reason && !reason.pattern.test(value)) { $("confirm-msg").textContent = reason.hint; return; }
+  pending = null;
+  $("confirm").hidden = true;
+  try {
+    $("action-msg").textContent = await run(value);
+    $("action-msg").className = "ok";
+  } catch (e) {
+    if (e instanceof Refused) return;
+    $("action-msg").textContent = "refused: " + e.message;
+    $("action-msg").className = "bad";
+  }
+  refresh();
+}
+
 function refuse(status, message) {
   if (timer) clearInterval(timer);
   timer = null;
@@ -50,6 +103,17 @@ function refuse(status, message) {
   $("who").textContent = "";
   $("logout").hidden = true;
   show("refusal", "login");
+}
+
+function askForKey() {
+  // First visit (or after "Forget key"): ask for a key; nothing was refused yet.
+  if (timer) clearInterval(timer);
+  timer = null;
+  me = null;
+  $("who").textContent = "";
+  $("logout").hidden = true;
+  show("login");
+  $("key").focus();
 }
 
 function fmtAge(s) {
@@ -112,22 +176,37 @@ async function loadOverview() {
     (s.paused.length ? s.paused.join(", ") : "nothing") + "; store time " + s.now;
   drawCharts(s);
   const q = new URLSearchParams();
-  for (const [param, id] of [["state", "f-state"], ["mode", "f-mode"], ["document_class", "f-class"],
+  for (const [param, id] of [["job_id", "f-job"], ["state", "f-state"], ["mode", "f-mode"], ["document_class", "f-class"],
                              ["tenant", "f-tenant"], ["min_age_s", "f-age"]]) {
     if ($(id).value) q.set(param, $(id).value);
   }
+  q.set("limit", $("page-size").value);
+  if (cursor) q.set("cursor", cursor);
   const data = await api("/console/api/jobs?" + q.toString());
+  nextCursor = data.next_cursor;
+  $("next-page").disabled = !nextCursor;
+  $("first-page").disabled = !cursor;
+  $("page-info").textContent = "page " + (pages.length + 1) + (nextCursor ? "" : " (last)");
   const rows = data.jobs.map((j) => {
-    const tr = el("tr", { "data-job-id": j.id, "data-state": j.state },
+    const flags = (j.lease_expired ? " lease-expired" : "") + (j.overdue ? " overdue" : "");
+    const tr = el("tr", { "data-job-id": j.id, "data-state": j.state, class: flags.trim(),
+                          "data-lease-expired": j.lease_expired ? "1" : "0", "data-overdue": j.overdue ? "1" : "0" },
       el("td", {}, el("a", { href: "#/job/" + encodeURIComponent(j.id) }, j.id)),
-      el("td", { class: "state " + j.state }, j.state), el("td", {}, j.tenant), el("td", {}, j.mode),
+      el("td", { class: "state " + j.state }, j.state), el("td", {}, j.kind), el("td", {}, j.label || "-"),
+      el("td", {}, j.tenant), el("td", {}, j.mode),
       el("td", {}, j.document_class), el("td", {}, j.attempt + "/" + j.max_attempts),
-      el("td", {}, fmtAge(j.age_s)), el("td", {}, ["queued", "rendering"].includes(j.state) ? fmtAge(j.deadline_in_s) : "-"),
+      el("td", {}, fmtAge(j.age_s)),
+      el("td", { class: "deadline" }, ["queued", "rendering"].includes(j.state)
+        ? (j.overdue ? "overdue by " + fmtAge(-j.deadline_in_s) : fmtAge(j.deadline_in_s)) : "-"),
+      el("td", {}, j.lease_owner || "-"),
+      el("td", { class: "lease" }, j.lease_expires_in_s === null ? "-"
+        : j.lease_expired ? "expired " + fmtAge(-j.lease_expires_in_s) + " ago" : fmtAge(j.lease_expires_in_s)),
       el("td", {}, j.error || ""));
     tr.addEventListener("click", () => { location.hash = "#/job/" + encodeURIComponent(j.id); });
     return tr;
   });
   $("jobs").tBodies[0].replaceChildren(...rows);
+  $("jobs-empty").hidden = rows.length > 0;
 }
 
 // -- job page ---------------------------------------------------------------------------------------------
@@ -147,6 +226,15 @@ async function loadJob(id) {
     ["last error", j.last_error_code ? j.last_error_code + ": " + (j.last_error_message || "") : "-"],
     ["store time", d.now]]));
   $("job-summary").querySelector("dd").setAttribute("data-state", j.state);
+  const cancelable = me.can_cancel && ["queued", "rendering"].includes(j.state);
+  const deletable = me.can_delete && !j.deleted;
+  const retryable = me.can_retry && !!j.report_request_id && ["failed", "canceled"].includes(j.state);
+  $("cancel-btn").hidden = !cancelable;
+  $("delete-btn").hidden = !deletable;
+  $("retry-btn").hidden = !retryable;
+  $("job-actions-none").hidden = cancelable || deletable || retryable;
+  $("job-actions").dataset.jobId = j.id;
+  $("job-actions").dataset.requestId = j.report_request_id || "";
   $("next-steps").replaceChildren(...d.next_steps.map((s) => el("li", {}, s)));
   $("timeline").replaceChildren(...d.timeline.map((e) => el("li", { "data-action": e.action },
     e.at + "  #" + (e.attempt || 0) + "  " + e.action + (e.from !== e.to ? "  " + (e.from || "-") + " → " + e.to : "") +
@@ -163,15 +251,72 @@ async function loadJob(id) {
 }
 
 // -- admin --------------------------------------------------------------------------------------------------
-async function setClaims(action) {
+const REASON = { placeholder: "why (recorded in the audit log)", pattern: /^.{1,200}$/,
+                 hint: "a reason of 1-200 characters is required" };
+
+function setClaims(action) {
   const scope = $("pause-scope").value;
-  const r = await api("/console/api/" + action, { method: "POST", body: JSON.stringify({ scope }) });
-  $("admin-msg").textContent = action + "d " + scope + "; paused now: " + (r.paused.join(", ") || "nothing");
-  refresh();
+  const what = action === "pause" ? "Pause new claims for " + scope + " (every tenant)? Running jobs finish."
+    : "Resume claims for " + scope + "?";
+  ask(what, REASON, async (reason) => {
+    const r = await act("/console/api/" + action, { method: "POST", body: JSON.stringify({ scope, reason }) });
+    const msg = action + "d " + scope + "; paused now: " + (r.paused.join(", ") || "nothing");
+    $("admin-msg").textContent = msg;
+    return msg;
+  });
+}
+
+// The job actions call the same /v1 routes as the CLI and the client; the server checks the key.
+function cancelJob() {
+  const id = $("job-actions").dataset.jobId;
+  ask("Cancel job " + id + "? A rendering attempt is stopped; this cannot be undone.", null, async () => {
+    const r = await act("/v1/jobs/" + encodeURIComponent(id) + "/cancel", { method: "POST" });
+    return "job " + r.id + " is " + r.state;
+  });
+}
+
+function retryReport() {
+  const request = $("job-actions").dataset.requestId;
+  ask("Retry report request " + request + " with a new job (the same data)?", null, async () => {
+    const r = await act("/v1/report-requests/" + encodeURIComponent(request) + "/retry", { method: "POST" });
+    return "report " + request + " retried as job " + r.id;
+  });
+}
+
+function bulkCancel() {
+  const state = $("f-state").value;
+  if (state && !["queued", "rendering"].includes(state)) {
+    $("action-msg").textContent = "only queued or rendering jobs can be canceled: change the state filter";
+    $("action-msg").className = "bad";
+    return;
+  }
+  const body = { state: state || null, mode: $("f-mode").value || null,
+                 document_class: $("f-class").value || null,
+                 min_age_s: $("f-age").value ? Number($("f-age").value) : null };
+  const shown = Array.from($("jobs").tBodies[0].rows)
+    .filter((r) => ["queued", "rendering"].includes(r.dataset.state)).length;
+  ask("Cancel every queued or rendering job of your tenant matching these filters (" + shown +
+      " shown in the table)? This cannot be undone.", null, async () => {
+    const r = await act("/console/api/cancel-matching", { method: "POST", body: JSON.stringify(body) });
+    return "canceled " + r.canceled.length + " job(s)" + (r.skipped.length ? ", " + r.skipped.length + " had already ended" : "");
+  });
+}
+
+function deleteJob() {
+  const id = $("job-actions").dataset.jobId;
+  ask("Delete every byte of job " + id + " (input, attempts, artifact)? Its metadata stays as a tombstone.",
+    { placeholder: "deletion request id, e.g. DSR-2026-114", pattern: /^[A-Za-z0-9._:-]{1,128}$/,
+      hint: "give the deletion request this fulfils: 1-128 letters, digits or ._:-" },
+    async (reason) => {
+      const q = new URLSearchParams({ request_id: reason });
+      const r = await act("/v1/jobs/" + encodeURIComponent(id) + "?" + q.toString(), { method: "DELETE" });
+      return "job " + r.id + " deleted (request " + reason + ")";
+    });
 }
 
 // -- routing ------------------------------------------------------------------------------------------------
 async function refresh() {
+  if (!sessionStorage.getItem(KEY)) { askForKey(); return; }
   try {
     if (!me) {
       me = await api("/console/api/whoami");
@@ -180,6 +325,7 @@ async function refresh() {
       $("logout").hidden = false;
       $("admin").hidden = !me.operator;
       if (!me.all_tenants) $("f-tenant").disabled = true;
+      $("bulk-cancel-btn").hidden = !me.can_cancel;
     }
     const m = location.hash.match(/^#\/job\/(.+)$/);
     if (m) { show("job"); await loadJob(decodeURIComponent(m[1])); } else { show("overview"); await loadOverview(); }
@@ -196,11 +342,31 @@ document.addEventListener("DOMContentLoaded", () => {
     $("key").value = "";
     refresh();
   });
-  $("logout").addEventListener("click", () => { sessionStorage.removeItem(KEY); refuse(401, "key forgotten"); });
+  $("logout").addEventListener("click", () => { sessionStorage.removeItem(KEY); askForKey(); });
   $("pause-btn").addEventListener("click", () => setClaims("pause"));
+  $("cancel-btn").addEventListener("click", cancelJob);
+  $("delete-btn").addEventListener("click", deleteJob);
+  $("retry-btn").addEventListener("click", retryReport);
+  $("bulk-cancel-btn").addEventListener("click", bulkCancel);
+  $("confirm-ok").addEventListener("click", confirmed);
+  $("confirm-back").addEventListener("click", () => { pending = null; $("confirm").hidden = true; });
   $("resume-btn").addEventListener("click", () => setClaims("resume"));
-  $("filters").addEventListener("input", () => refresh());
+  const firstPage = () => { pages = []; cursor = null; refresh(); };
+  $("filters").addEventListener("input", firstPage);  // new filters start at the newest jobs
+  $("page-size").addEventListener("input", firstPage);
+  $("first-page").addEventListener("click", firstPage);
+  $("next-page").addEventListener("click", () => {
+    if (!nextCursor) return;
+    pages.push(cursor);
+    cursor = nextCursor;
+    refresh();
+  });
   $("filters").addEventListener("submit", (ev) => ev.preventDefault());
-  window.addEventListener("hashchange", () => refresh());
+  window.addEventListener("hashchange", () => {
+    pending = null;  // a confirmation never outlives the page it was asked on
+    $("confirm").hidden = true;
+    $("action-msg").textContent = "";
+    refresh();
+  });
   refresh();
 });

@@ -193,6 +193,8 @@ SELECT * FROM jobs
  WHERE (:state::text IS NULL OR state = :state) AND (:tenant::text IS NULL OR tenant = :tenant)
    AND (:mode::text IS NULL OR mode = :mode) AND (:document_class::text IS NULL OR document_class = :document_class)
    AND (:created_before::timestamptz IS NULL OR created_at < :created_before)
+   AND (:after_at::timestamptz IS NULL OR created_at < :after_at
+        OR (created_at = :after_at AND id < :after_id::text))
  ORDER BY created_at DESC, id DESC LIMIT :limit;
 
 -- name: insert_pause

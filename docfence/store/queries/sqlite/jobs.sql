@@ -185,6 +185,7 @@ SELECT * FROM jobs
  WHERE (:state IS NULL OR state = :state) AND (:tenant IS NULL OR tenant = :tenant)
    AND (:mode IS NULL OR mode = :mode) AND (:document_class IS NULL OR document_class = :document_class)
    AND (:created_before IS NULL OR created_at < :created_before)
+   AND (:after_at IS NULL OR created_at < :after_at OR (created_at = :after_at AND id < :after_id))
  ORDER BY created_at DESC, id DESC LIMIT :limit;
 
 -- name: insert_pause
