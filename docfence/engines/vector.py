@@ -98,10 +98,12 @@ def _own_resources(page: pikepdf.Dictionary) -> pikepdf.Dictionary:
                 res = parent.Resources
                 break
             parent = parent.get("/Parent")
-    own = pikepdf.Dictionary(dict(res.items())) if res is not None else pikepdf.Dictionary()
+    # copied as pikepdf dictionaries (shallow, direct), never through Python dicts: a name that is not
+    # UTF-8 (`/Fm\xb0`) does not survive the round trip through a Python str (std::bad_cast)
+    own = pikepdf.Dictionary(res) if res is not None else pikepdf.Dictionary()
     xobjects = own.get("/XObject")
-    shared = dict(xobjects.items()) if isinstance(xobjects, pikepdf.Dictionary) else {}
-    own.XObject = pikepdf.Dictionary(shared)
+    own.XObject = pikepdf.Dictionary(xobjects) if isinstance(xobjects, pikepdf.Dictionary) \
+        else pikepdf.Dictionary()
     page.Resources = own
     return own
 

@@ -102,3 +102,26 @@ def test_stale_linearization_dropped() -> None:
         pytest.skip("shared corpus ../shared/corpus is absent")
     result = process((CORPUS / "pdfcpu__bookletTest.pdf").read_bytes(), JobPolicy())
     assert not pikepdf.open(io.BytesIO(result.output)).is_linearized
+
+
+def test_a_resource_name_that_is_not_utf8_is_kept(tmp_path: Path) -> None:
+    """A form XObject named `/Fm\\xb0` (legal in PDF: a name is bytes) used to crash the mark's resource
+    copy with std::bad_cast (found by bench/fuzz.py); the page is marked and the name kept."""
+    pdf = pikepdf.new()
+    pdf.add_blank_page(page_size=(612, 792))
+    form = pikepdf.Stream(pdf, b"0 0 1 rg 10 10 50 50 re f")
+    form.Type, form.Subtype, form.BBox = pikepdf.Name.XObject, pikepdf.Name.Form, [0, 0, 612, 792]
+    page = pdf.pages[0]
+    page.obj.Resources = pikepdf.Dictionary(XObject=pikepdf.Dictionary(FmZ=form))
+    page.obj.Contents = pdf.make_stream(b"q /FmZ Do Q")
+    buf = io.BytesIO()
+    pdf.save(buf, compress_streams=False, object_stream_mode=pikepdf.ObjectStreamMode.disable)
+    data = buf.getvalue()
+    assert data.count(b"/FmZ") == 2
+    data = data.replace(b"/FmZ", b"/Fm\xb0")  # same length: the xref offsets stay right
+
+    result = process(data, JobPolicy(watermark=WatermarkSpec()))
+
+    assert result.validation["ok"]
+    out = pikepdf.open(io.BytesIO(result.output))
+    assert b"/Fm#b0" in out.pages[0].obj.Resources.XObject.unparse()  # the same name, escaped
