@@ -25,6 +25,8 @@ class NewJob:
     report_request_id: str | None = None
     actor: str = "system"
     job_id: str | None = None  # pre-chosen id (so the input can be stored under it first)
+    label: str | None = None  # the caller's own tag, searchable; never logged
+    filename: str | None = None  # the upload's original name (no folders); never logged
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,8 @@ class Job:
     finished_at: datetime | None
     deleted_at: datetime | None
     deletion_request_id: str | None
+    label: str | None = None  # the caller's tag (searchable within the tenant); never logged
+    filename: str | None = None  # the upload's original name; never logged
 
     @property
     def terminal(self) -> bool:
