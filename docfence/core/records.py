@@ -27,6 +27,7 @@ class NewJob:
     job_id: str | None = None  # pre-chosen id (so the input can be stored under it first)
     label: str | None = None  # the caller's own tag, searchable; never logged
     filename: str | None = None  # the upload's original name (no folders); never logged
+    sealed_password: bool = False  # the PDF password is sealed beside the input (never in the row)
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ class Job:
     deletion_request_id: str | None
     label: str | None = None  # the caller's tag (searchable within the tenant); never logged
     filename: str | None = None  # the upload's original name; never logged
+    sealed_password: bool = False  # its PDF password is sealed beside its input (blobs/sealed.py)
 
     @property
     def terminal(self) -> bool:

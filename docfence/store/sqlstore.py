@@ -52,7 +52,7 @@ def _insert_params(new: NewJob) -> dict[str, Any]:
         "idempotency_key": new.idempotency_key, "request_hash": new.request_hash,
         "input_key": new.input_key, "input_sha256": new.input_sha256, "input_bytes": new.input_bytes,
         "parent_job_id": new.parent_job_id, "report_request_id": new.report_request_id,
-        "label": new.label, "filename": new.filename,
+        "label": new.label, "filename": new.filename, "sealed_password": new.sealed_password,
     }
 
 

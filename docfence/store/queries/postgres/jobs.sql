@@ -10,11 +10,11 @@ SELECT coalesce(:now::timestamptz, now()) AS now;
 INSERT INTO jobs AS j (id, tenant, kind, document_class, mode, region, policy, state, attempt, max_attempts,
                   lease_ttl_s, retry_backoff_s, deadline_at, run_after, retention_until, idempotency_key,
                   request_hash, input_key, input_sha256, input_bytes, parent_job_id, report_request_id,
-                  label, filename, created_at, updated_at, audit_seq)
+                  label, filename, sealed_password, created_at, updated_at, audit_seq)
 SELECT :id, :tenant, :kind, :document_class, :mode, :region, :policy::jsonb, 'queued', 0, :max_attempts,
        :lease_ttl_s, :retry_backoff_s, t.now + make_interval(secs => :deadline_s), t.now, t.now + make_interval(secs => :retention_s), :idempotency_key,
        :request_hash, :input_key, :input_sha256, :input_bytes, :parent_job_id, :report_request_id,
-       :label, :filename, t.now, t.now, 1
+       :label, :filename, :sealed_password, t.now, t.now, 1
 FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS t
 WHERE true
 ON CONFLICT DO NOTHING
@@ -333,18 +333,18 @@ SELECT l->>0 AS chain, (l->>1)::int AS chain_seq,
 INSERT INTO jobs AS j (id, tenant, kind, document_class, mode, region, policy, state, attempt, max_attempts,
                   lease_ttl_s, retry_backoff_s, deadline_at, run_after, retention_until, idempotency_key,
                   request_hash, input_key, input_sha256, input_bytes, parent_job_id, report_request_id,
-                  label, filename, created_at, updated_at, audit_seq)
+                  label, filename, sealed_password, created_at, updated_at, audit_seq)
 SELECT i.id, i.tenant, i.kind, i.document_class, i.mode, i.region, i.policy::jsonb, 'queued', 0, i.max_attempts,
        i.lease_ttl_s, i.retry_backoff_s, t.now + make_interval(secs => i.deadline_s), t.now,
        t.now + make_interval(secs => i.retention_s), i.idempotency_key,
        i.request_hash, i.input_key, i.input_sha256, i.input_bytes, i.parent_job_id, i.report_request_id,
-       i.label, i.filename, t.now, t.now, 1
+       i.label, i.filename, i.sealed_password, t.now, t.now, 1
 FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS t,
      jsonb_to_recordset(:items::jsonb) AS i(id text, tenant text, kind text, document_class text, mode text,
          region text, policy text, max_attempts integer, lease_ttl_s double precision,
          retry_backoff_s double precision, deadline_s double precision, retention_s double precision,
          idempotency_key text, request_hash text, input_key text, input_sha256 text, input_bytes bigint,
-         parent_job_id text, report_request_id text, label text, filename text)
+         parent_job_id text, report_request_id text, label text, filename text, sealed_password boolean)
 WHERE true
 ON CONFLICT DO NOTHING
 RETURNING *;
