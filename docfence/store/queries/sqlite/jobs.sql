@@ -181,13 +181,16 @@ SELECT state, count(*) AS n FROM jobs GROUP BY state;
 
 -- name: list_jobs
 -- Jobs filtered by optional state/tenant/mode/class/label/filename and creation range, newest first, bounded.
+-- Times given here went through Python's microsecond datetimes, so they are compared with created_at
+-- rounded to the microsecond: a cursor or bound taken from a row matches that row exactly.
 SELECT * FROM jobs
  WHERE (:state IS NULL OR state = :state) AND (:tenant IS NULL OR tenant = :tenant)
    AND (:mode IS NULL OR mode = :mode) AND (:document_class IS NULL OR document_class = :document_class)
    AND (:label IS NULL OR label = :label) AND (:filename IS NULL OR filename = :filename)
-   AND (:created_before IS NULL OR created_at < :created_before)
-   AND (:created_after IS NULL OR created_at >= :created_after)
-   AND (:after_at IS NULL OR created_at < :after_at OR (created_at = :after_at AND id < :after_id))
+   AND (:created_before IS NULL OR round(created_at, 6) < round(:created_before, 6))
+   AND (:created_after IS NULL OR round(created_at, 6) >= round(:created_after, 6))
+   AND (:after_at IS NULL OR round(created_at, 6) < round(:after_at, 6)
+        OR (round(created_at, 6) = round(:after_at, 6) AND id < :after_id))
  ORDER BY created_at DESC, id DESC LIMIT :limit;
 
 -- name: insert_pause
