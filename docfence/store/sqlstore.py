@@ -7,6 +7,7 @@ import contextlib
 import json
 from collections.abc import Iterator, Sequence
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from docfence.core.errors import (
@@ -16,6 +17,7 @@ from docfence.core.errors import (
     NotFound,
     StaleAttempt,
 )
+from docfence.core.policy import JobPolicy
 from docfence.core.records import (
     Artifact,
     ArtifactInfo,
@@ -46,7 +48,7 @@ def _insert_params(new: NewJob) -> dict[str, Any]:
     return {
         "id": new.job_id or new_id(), "tenant": new.tenant, "kind": policy.kind.value,
         "document_class": policy.document_class, "mode": policy.mode.value, "region": policy.region,
-        "policy": json.dumps(policy.to_dict(), sort_keys=True), "max_attempts": policy.max_attempts,
+        "policy": _policy_text(policy), "max_attempts": policy.max_attempts,
         "lease_ttl_s": policy.lease_ttl_s, "retry_backoff_s": policy.retry_backoff_s,
         "deadline_s": policy.deadline_s, "retention_s": policy.retention_s,
         "idempotency_key": new.idempotency_key, "request_hash": new.request_hash,
@@ -54,6 +56,12 @@ def _insert_params(new: NewJob) -> dict[str, Any]:
         "parent_job_id": new.parent_job_id, "report_request_id": new.report_request_id,
         "label": new.label, "filename": new.filename, "sealed_password": new.sealed_password,
     }
+
+
+@lru_cache(maxsize=256)
+def _policy_text(policy: JobPolicy) -> str:
+    """A policy's JSON text; policies repeat across jobs (a batch shares one) and are immutable."""
+    return json.dumps(policy.to_dict(), sort_keys=True)
 
 
 def _submitted_details(job: Job) -> dict[str, Any]:
@@ -101,10 +109,15 @@ class SqlStore(OperationsQueries, ReportQueries, WakeupWaits):
             rows = {r["id"]: r for r in tx.all("insert_jobs_many", items=json.dumps(items),
                                                now=self._now_param())}
             out: list[Submitted] = []
+            events = []
             for new, item in zip(news, items, strict=True):
                 row = rows.get(item["id"])
                 if row is not None:
-                    out.append((self._job(row), True))
+                    job = self._job(row)
+                    out.append((job, True))
+                    events.append((row, self._job_event_fields(
+                        row, Event.SUBMITTED, actor=new.actor, from_state=None, to_state=JobState.QUEUED,
+                        details=_submitted_details(job))))
                     continue
                 try:
                     out.append((self._existing_for_key(tx, new), False))
@@ -112,10 +125,7 @@ class SqlStore(OperationsQueries, ReportQueries, WakeupWaits):
                     if all_or_nothing:
                         raise
                     out.append(exc)
-            self._append_job_events(tx, [(row, self._job_event_fields(
-                row, Event.SUBMITTED, actor=new.actor, from_state=None, to_state=JobState.QUEUED,
-                details=_submitted_details(self._job(row)),
-            )) for new, item in zip(news, items, strict=True) if (row := rows.get(item["id"])) is not None])
+            self._append_job_events(tx, events)
             if rows:
                 tx.announce_work()
         return out
