@@ -58,9 +58,17 @@ def _insert_params(new: NewJob) -> dict[str, Any]:
     }
 
 
-@lru_cache(maxsize=256)
 def _policy_text(policy: JobPolicy) -> str:
-    """A policy's JSON text; policies repeat across jobs (a batch shares one) and are immutable."""
+    """A policy's JSON text, cached: policies repeat across jobs (a batch shares one) and are
+    immutable. A policy holding a mapping (a report's) cannot be hashed and is encoded each time."""
+    try:
+        return _cached_policy_text(policy)
+    except TypeError:
+        return json.dumps(policy.to_dict(), sort_keys=True)
+
+
+@lru_cache(maxsize=256)
+def _cached_policy_text(policy: JobPolicy) -> str:
     return json.dumps(policy.to_dict(), sort_keys=True)
 
 
