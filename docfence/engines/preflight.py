@@ -30,6 +30,7 @@ from docfence.core.errors import (
 from docfence.core.policy import JobPolicy, Limits, Mode
 from docfence.engines import decode
 from docfence.engines.geometry import PageGeometry, page_geometry
+from docfence.engines.page_content import CODED, check_pages_content, coded
 from docfence.engines.repair import repair_boxes, structure_notes
 
 _MAX_TREE_DEPTH = 64
@@ -70,11 +71,8 @@ def preflight(data: bytes, policy: JobPolicy, password: str | None = None) -> Op
         return _preflight(data, policy, password)
     except DocumentError:
         raise
-    except (MemoryError, RecursionError) as exc:
-        raise OverLimits("The PDF's structure needs more memory or nesting than the limits allow.") from exc
-    except (pikepdf.PdfError, ValueError, TypeError, KeyError, IndexError, AttributeError,
-            OverflowError, NotImplementedError) as exc:
-        raise MalformedPdf("The PDF is damaged beyond safe repair (its structure cannot be read).") from exc
+    except CODED as exc:
+        raise coded(exc) from exc
 
 
 def _preflight(data: bytes, policy: JobPolicy, password: str | None) -> OpenedPdf:
@@ -102,8 +100,7 @@ def _preflight(data: bytes, policy: JobPolicy, password: str | None) -> OpenedPd
     check_streams(pdf, limits)
     check_form_tree(pdf, limits)
     check_drawing_graph(pages)
-    for page in pages:
-        check_page_content(page, limits)
+    check_pages_content(pages, limits)
     if policy.mode is Mode.VECTOR:
         check_stream_data(pages, limits)
     opened = OpenedPdf(pdf, pages, geometry, encrypted, password or "", repairs, bool(repairs))
@@ -359,24 +356,6 @@ def check_drawing_graph(pages: list[pikepdf.Dictionary]) -> None:
             stack.extend((child, depth + 1, False) for child in _drawn_by(node))
 
 
-def check_page_content(page: pikepdf.Dictionary, limits: Limits) -> None:
-    """Each page's content must decode and parse; a half-readable page is refused, not half-rendered."""
-    contents = page.get("/Contents")
-    streams = [contents] if isinstance(contents, pikepdf.Stream) else list(contents or [])
-    total = 0
-    try:
-        for stream in streams:
-            if not isinstance(stream, pikepdf.Stream):
-                raise CorruptContent()
-            total += len(stream.read_bytes())
-            if total > limits.max_stream_bytes:
-                raise OverLimits("A page's content is larger than the configured decompressed size limit.")
-        if streams:
-            pikepdf.parse_content_stream(page)
-    except pikepdf.PdfError as exc:
-        raise CorruptContent() from exc
-
-
 _OBJ_RE = re.compile(rb"(\d+)\s+(\d+)\s+obj\b(.*?)endobj", re.S)
 _PAGES_REF_RE = re.compile(rb"/Pages\s+(\d+)\s+\d+\s+R")
 _KIDS_RE = re.compile(rb"/Kids\s*\[([^\]]*)\]")
@@ -404,3 +383,4 @@ def classify_unopenable(data: bytes) -> MalformedPdf | NoPages | PageTreeInvalid
         if kids:
             stack.extend(int(k) for k in _REF_RE.findall(kids.group(1)))
     return MalformedPdf()
+

@@ -112,8 +112,8 @@ def qpdf_read(data: bytes, password: str | None, *, parse_content: bool) -> list
             else:
                 with warnings.catch_warnings():  # about saving form widgets: nothing is saved
                     warnings.simplefilter("ignore", pikepdf.PageCopyWarning)
-                    pdf.save(cast(BinaryIO, _Discard()), stream_decode_level=pikepdf.StreamDecodeLevel.generalized,
-                             compress_streams=False, fix_metadata_version=False)
+                    pdf.save(cast(BinaryIO, _Discard()), compress_streams=False, fix_metadata_version=False,
+                             stream_decode_level=pikepdf.StreamDecodeLevel.generalized)
                 problems = pdf.get_warnings()
     except (pikepdf.PdfError, pikepdf.PasswordError) as exc:  # our own password must open our output
         return [f"{method} failed ({type(exc).__name__})"]
