@@ -11,7 +11,7 @@ import pikepdf
 import pytest
 
 from docfence.core.errors import CorruptContent, MalformedPdf, OverLimits
-from docfence.core.policy import JobPolicy, Limits
+from docfence.core.policy import JobPolicy, Limits, Mode
 from docfence.engines import page_content, samples
 from docfence.engines.parallel import usable_cores
 from docfence.engines.preflight import preflight
@@ -19,10 +19,17 @@ from docfence.engines.preflight import preflight
 PAGES = 400  # long enough to be split (page_content._PARALLEL_FROM_PAGES)
 
 
-def _damaged(corrupt: int | None = None, oversized: int | None = None) -> bytes:
+def _damaged(corrupt: int | None = None, oversized: int | None = None, image: int | None = None) -> bytes:
     """PAGES pages; page `corrupt` (0-based) gets Flate data that does not decode, page `oversized` an
-    uncompressed content stream of 300,000 spaces."""
+    uncompressed content stream of 300,000 spaces, page `image` an image resource whose Flate data does
+    not decode (the content stays clean)."""
     pdf = pikepdf.open(io.BytesIO(samples.many_pages(PAGES)))
+    if image is not None:
+        bad = pdf.make_stream(b"")
+        bad.write(b"\x78\x9c\xff\xff\xff\xff", filter=pikepdf.Name.FlateDecode)
+        bad.Type, bad.Subtype, bad.Width, bad.Height = (pikepdf.Name.XObject, pikepdf.Name.Image, 4, 4)
+        bad.ColorSpace, bad.BitsPerComponent = pikepdf.Name.DeviceGray, 8
+        pdf.pages[image].obj.Resources.XObject = pikepdf.Dictionary(Im=bad)
     if corrupt is not None:
         broken = pdf.make_stream(b"")
         broken.write(b"\x78\x9c\xff\xff\xff\xff", filter=pikepdf.Name.FlateDecode)
@@ -54,6 +61,19 @@ def test_the_first_failing_page_in_page_order_decides() -> None:
         preflight(_damaged(corrupt=10, oversized=PAGES - 2), POLICY)
     with pytest.raises(OverLimits):
         preflight(_damaged(corrupt=PAGES - 2, oversized=10), POLICY)
+
+
+def test_stream_data_a_late_page_uses_is_refused_in_vector_mode_only() -> None:
+    with pytest.raises(CorruptContent):
+        preflight(_damaged(image=PAGES - 5), POLICY)
+    raster = JobPolicy(mode=Mode.RASTER, limits=POLICY.limits)
+    assert len(preflight(_damaged(image=PAGES - 5), raster).pages) == PAGES
+
+
+def test_every_page_content_is_checked_before_any_stream_data() -> None:
+    """Serial order: a content refusal on a late page wins over damaged stream data on an early one."""
+    with pytest.raises(OverLimits):
+        preflight(_damaged(image=3, oversized=PAGES - 2), POLICY)
 
 
 @pytest.mark.skipif(usable_cores() < 2, reason="one core: the check is not split")
