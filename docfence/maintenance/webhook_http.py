@@ -70,8 +70,9 @@ class AddressPolicy:
         if host.lower().rstrip(".") not in self.names:
             for ip in ips:
                 if _special(ip) and not any(ip in net for net in self.networks):
-                    raise DestinationRefused(f"{host} resolves to {ip}, a non-public address; "
-                                             "list it in [webhooks] allow_hosts to allow it")
+                    where = f"{host} is" if host == str(ip) else f"{host} resolves to {ip},"
+                    raise DestinationRefused(f"{where} a non-public address; list it in [webhooks] "
+                                             "allow_hosts to allow it")
         return ips[0]
 
 

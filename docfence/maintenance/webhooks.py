@@ -73,6 +73,8 @@ class WebhookDispatcher:
 
     def run_once(self) -> DispatchResult:
         result = DispatchResult()
+        if not self.store.webhook_deliveries_due():  # idle: no write transaction at all
+            return result
         for event_id, endpoint_id in self.store.fail_overdue_webhook_deliveries(
                 deadline_s=self.config.delivery_deadline_s, limit=self.config.batch):
             result.overdue.append(f"{event_id}/{endpoint_id}")

@@ -221,6 +221,10 @@ class WebhookQueries(SqlBase):
         return [(r["event_id"], r["endpoint_id"]) for r in rows]
 
     # -- reads -------------------------------------------------------------------------------------
+    def webhook_deliveries_due(self) -> bool:
+        with self._tx(write=False) as tx:
+            return tx.one("webhook_deliveries_due", now=self._now_param()) is not None
+
     def webhook_activity(self, job_id: str) -> WebhookActivity:
         with self._tx(write=False) as tx:
             events = tx.all("list_webhook_events_for_job", job_id=job_id)

@@ -133,3 +133,9 @@ SELECT a.* FROM webhook_attempts AS a JOIN webhook_events AS e ON e.id = a.event
 -- name: count_webhook_deliveries
 -- Deliveries by state (metrics and `docfence webhooks list --json`).
 SELECT state, count(*) AS n FROM webhook_deliveries GROUP BY state;
+
+-- name: webhook_deliveries_due
+-- Whether any delivery is due (a read, so an idle dispatcher's pass takes no write lock).
+SELECT 1 AS due FROM webhook_deliveries
+ WHERE state IN ('pending', 'delivering') AND run_after <= coalesce(:now::timestamptz, now())
+ LIMIT 1;
