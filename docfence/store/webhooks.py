@@ -206,6 +206,15 @@ class WebhookQueries(SqlBase):
             row = tx.one("finish_webhook_delivery", to_state=to_state, delay_s=float(delay_s),
                          status_code=result.status_code, reason=reason, worker=claim.worker,
                          now=self._now_param(), **keys)
+            # on the job's own audit chain: its events (API, inspect, console) show every attempt
+            self._append_event(tx, "webhook_attempt", actor=claim.worker, job_id=claim.job_id,
+                               reason=result.outcome, chain=claim.job_id, details={
+                                   "event_id": claim.event_id, "type": claim.event_type,
+                                   "endpoint_id": claim.endpoint_id, "host": urlsplit(claim.url).hostname,
+                                   "delivery_attempt": claim.attempt, "status_code": result.status_code,
+                                   "latency_ms": result.latency_ms, "error": result.error,
+                                   "delivery": to_state if row is not None else "stale",
+                                   "failure_reason": reason if to_state == "failed" else None})
         return row is not None
 
     def fail_overdue_webhook_deliveries(
@@ -218,6 +227,10 @@ class WebhookQueries(SqlBase):
             for row in rows:
                 tx.send("abandon_webhook_attempts", ended_at=self._now_param() or self._db_now(tx),
                         event_id=row["event_id"], endpoint_id=row["endpoint_id"])
+                self._append_event(tx, "webhook_failed", actor="webhooks", job_id=row["job_id"],
+                                   reason="deadline_exceeded", chain=row["job_id"],
+                                   details={"event_id": row["event_id"], "endpoint_id": row["endpoint_id"],
+                                            "failure_reason": row["failure_reason"]})
         return [(r["event_id"], r["endpoint_id"]) for r in rows]
 
     # -- reads -------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from docfence.core.records import ArtifactInfo, NewJob
 from docfence.maintenance.webhook_endpoints import WebhookEndpoints
 from docfence.maintenance.webhook_http import AddressPolicy, DestinationRefused
 from docfence.maintenance.webhooks import WebhookDispatcher
+from docfence.store.audit import verify_events
 from docfence.testing.servers import free_port
 from docfence.testing.webhook_receiver import Receiver, payload_text, receiving
 
@@ -61,6 +62,11 @@ def test_delivers_signed_payloads_without_secrets_or_content(store) -> None:  # 
     activity = store.webhook_activity(job_id)
     assert [(d.state, d.attempt, d.last_status) for d in activity.deliveries] == [("delivered", 1, 204)]
     assert activity.attempts[0].outcome == "delivered" and activity.attempts[0].latency_ms is not None
+    # the attempt is on the job's own audit chain (API events, `docfence inspect`, console timeline)
+    (audited,) = [e for e in store.audit_events(job_id) if e.action == "webhook_attempt"]
+    assert audited.reason == "delivered" and audited.details["status_code"] == 204
+    assert audited.details["host"] == "127.0.0.1" and "/hooks/" not in str(audited.details)
+    assert verify_events(store.iter_audit(), store.audit_heads()).ok
 
 
 def test_receiver_down_then_up_is_retried_with_backoff_and_delivered_once(store, clock: FakeClock) -> None:  # type: ignore[no-untyped-def]

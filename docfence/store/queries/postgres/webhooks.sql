@@ -64,7 +64,8 @@ UPDATE webhook_deliveries
            AND d.created_at + make_interval(secs => :deadline_s) <= coalesce(:now::timestamptz, now())
          LIMIT :limit
            FOR UPDATE SKIP LOCKED)
-RETURNING event_id, endpoint_id;
+RETURNING event_id, endpoint_id, failure_reason,
+          (SELECT e.job_id FROM webhook_events AS e WHERE e.id = webhook_deliveries.event_id) AS job_id;
 
 -- name: claim_webhook_deliveries
 -- Lease up to :limit due deliveries (pending and due, or delivering with an expired lease):

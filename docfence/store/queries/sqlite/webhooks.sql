@@ -63,7 +63,8 @@ UPDATE webhook_deliveries
            AND d.run_after <= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)
            AND d.created_at + :deadline_s <= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)
          LIMIT :limit)
-RETURNING event_id, endpoint_id;
+RETURNING event_id, endpoint_id, failure_reason,
+          (SELECT e.job_id FROM webhook_events AS e WHERE e.id = webhook_deliveries.event_id) AS job_id;
 
 -- name: claim_webhook_deliveries
 -- Lease up to :limit due deliveries (pending and due, or delivering with an expired lease):
