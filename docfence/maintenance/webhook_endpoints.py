@@ -48,8 +48,8 @@ def check_events(events: Iterable[str]) -> tuple[str, ...]:
 def check_endpoint_url(url: str, config: WebhooksConfig) -> str:
     """A plain http(s) URL; an address written in it must pass the SSRF policy already now (host names
     are resolved and checked again at every delivery)."""
-    if not isinstance(url, str) or not 0 < len(url) <= MAX_URL_CHARS:
-        raise InvalidRequest(f"url must be 1-{MAX_URL_CHARS} characters", field="url")
+    if not isinstance(url, str) or not 0 < len(url) <= MAX_URL_CHARS or _has_controls(url):
+        raise InvalidRequest(f"url must be 1-{MAX_URL_CHARS} printable characters", field="url")
     try:
         _, host, _ = check_url(url)
         ipaddress.ip_address(host)
@@ -64,14 +64,18 @@ def check_endpoint_url(url: str, config: WebhooksConfig) -> str:
     return url
 
 
+def _has_controls(text: str) -> bool:
+    return any(ord(c) < 32 or 127 <= ord(c) < 160 or 0xD800 <= ord(c) < 0xE000 for c in text)
+
+
 class WebhookEndpoints:
     def __init__(self, store: Store, config: WebhooksConfig) -> None:
         self.store, self.config = webhook_store(store), config
 
     def create(self, tenant: str, url: str, events: Iterable[str], *, actor: str,
                description: str | None = None) -> IssuedSecret:
-        if description is not None and len(description) > 200:
-            raise InvalidRequest("description must be at most 200 characters", field="description")
+        if description is not None and (len(description) > 200 or _has_controls(description)):
+            raise InvalidRequest("description must be at most 200 printable characters", field="description")
         secret = new_secret()
         endpoint = self.store.insert_webhook_endpoint(
             new_id("whe"), tenant=tenant, url=check_endpoint_url(url, self.config),
