@@ -69,10 +69,11 @@ def list_endpoints(service: ServiceDep, principal: WebhooksManage) -> list[Endpo
     return [EndpointOut(**_out(e)) for e in _endpoints(service).list(principal.tenant)]
 
 
-@router.post("/endpoints/{endpoint_id}/disable", response_model=EndpointOut,
-             responses=error_responses(401, 403, 404, 422))
+@router.delete("/endpoints/{endpoint_id}", response_model=EndpointOut,
+               responses=error_responses(401, 403, 404, 422))
 def disable_endpoint(endpoint_id: EndpointId, service: ServiceDep, principal: WebhooksManage) -> EndpointOut:
-    """Stop delivering to the endpoint; its pending deliveries fail as `endpoint_disabled`."""
+    """Disable the endpoint (its record and delivery history stay): nothing more is delivered to it, and
+    its pending deliveries fail as `endpoint_disabled`. Idempotent."""
     endpoint = _endpoints(service).disable(principal.tenant, endpoint_id, actor=principal.actor)
     return EndpointOut(**_out(endpoint))
 

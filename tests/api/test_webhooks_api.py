@@ -34,10 +34,10 @@ def test_admin_manages_its_tenants_endpoints_and_the_secret_is_shown_once(any_en
     assert [e["id"] for e in listed] == [endpoint["id"]] and "secret" not in listed[0]
     assert _call(any_env, other_admin, "GET", "/v1/webhooks/endpoints").json() == []
     path = f"/v1/webhooks/endpoints/{endpoint['id']}"
-    assert _call(any_env, other_admin, "POST", f"{path}/disable").status_code == 404
+    assert _call(any_env, other_admin, "DELETE", path).status_code == 404
     rotated = _call(any_env, admin, "POST", f"{path}/rotate-secret").json()
     assert rotated["secret"].startswith("whsec_") and rotated["secret"] != endpoint["secret"]
-    disabled = _call(any_env, admin, "POST", f"{path}/disable").json()
+    disabled = _call(any_env, admin, "DELETE", path).json()
     assert disabled["disabled_at"] is not None and "secret" not in disabled
     assert _call(any_env, admin, "POST", f"{path}/rotate-secret").status_code == 404
 
