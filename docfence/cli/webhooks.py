@@ -11,11 +11,26 @@ import json
 import os
 import socket
 import threading
+from collections.abc import Callable
 from typing import Any
 
+from docfence.cli.errors import EXIT_USAGE, describe, say
 from docfence.cli.output import add_json_flag, emit
 from docfence.config import load_settings
+from docfence.core.errors import InvalidRequest, NotFound
 from docfence.store.webhooks import WebhookEndpoint
+
+
+def _usage_errors(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A refused argument (bad URL, unknown event, another tenant's endpoint) is a usage error: one
+    line and exit code 2, as `docfence keys` does."""
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return func(args)
+        except (InvalidRequest, NotFound) as exc:
+            say(describe(exc))
+            return EXIT_USAGE
+    return run
 
 
 def register(sub: Any) -> None:
@@ -30,7 +45,7 @@ def register(sub: Any) -> None:
                              "* for all (default)")
     create.add_argument("--description")
     add_json_flag(create)
-    create.set_defaults(func=run_create)
+    create.set_defaults(func=_usage_errors(run_create))
     listing = hooks_sub.add_parser("list", help="list endpoints (never their secrets)")
     listing.add_argument("--tenant")
     add_json_flag(listing)
@@ -41,7 +56,7 @@ def register(sub: Any) -> None:
         action.add_argument("endpoint_id")
         action.add_argument("--tenant", required=True)
         add_json_flag(action)
-        action.set_defaults(func=func)
+        action.set_defaults(func=_usage_errors(func))
     deliver = hooks_sub.add_parser("deliver", help="run the delivery dispatcher")
     deliver.add_argument("--once", action="store_true", help="one pass, then print what it did")
     add_json_flag(deliver)
