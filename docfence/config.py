@@ -172,6 +172,7 @@ class Settings:
     server: ServerConfig = field(default_factory=ServerConfig)
     webhooks: WebhooksConfig = field(default_factory=WebhooksConfig)
     signing_secret: str = ""  # for signed download URLs; generated per data dir when empty
+    password_key: str = ""  # Fernet key sealing PDF passwords at rest; generated per data dir when empty
     signed_url_ttl_s: float = 300.0
     max_upload_bytes: int = 100 * 1024 * 1024
     reconcile_batch: int = 100
@@ -191,6 +192,15 @@ class Settings:
             raise ConfigError("DOCFENCE_STAGING_GRACE_S must be in [0, 86400]")
         if self.default_class not in self.all_classes():
             raise ConfigError(f"default_class {self.default_class!r} is not a configured class")
+
+    def data_folder(self) -> Path | None:
+        """The local folder beside the data (the SQLite file's, else a file:// store's parent) where
+        generated secrets are kept; None when both database and storage are remote."""
+        if self.database_url.startswith("sqlite:///"):
+            return Path(self.database_url[len("sqlite:///") :]).parent
+        if self.storage_url.startswith("file:"):
+            return Path(self.storage_url[len("file:") :].removeprefix("//")).parent
+        return None
 
     def all_classes(self) -> dict[str, DocumentClass]:
         return self.classes or {"default": DocumentClass("default")}
@@ -230,6 +240,7 @@ _ENV = {
     "DOCFENCE_DATABASE_URL": ("database_url", str),
     "DOCFENCE_STORAGE_URL": ("storage_url", str),
     "DOCFENCE_SIGNING_SECRET": ("signing_secret", str),
+    "DOCFENCE_PASSWORD_KEY": ("password_key", str),
     "DOCFENCE_DEFAULT_CLASS": ("default_class", str),
     "DOCFENCE_MAX_UPLOAD_BYTES": ("max_upload_bytes", int),
     "DOCFENCE_LOG_LEVEL": ("log_level", str),

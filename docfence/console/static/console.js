@@ -208,6 +208,7 @@ async function loadOverview() {
                           "data-lease-expired": j.lease_expired ? "1" : "0", "data-overdue": j.overdue ? "1" : "0" },
       el("td", {}, el("a", { href: "#/job/" + encodeURIComponent(j.id) }, j.id)),
       el("td", { class: "state " + j.state }, j.state), el("td", {}, j.kind), el("td", {}, j.label || "-"),
+      el("td", { class: "filename" }, j.filename || "-"),
       el("td", {}, j.tenant), el("td", {}, j.mode),
       el("td", {}, j.document_class), el("td", {}, j.attempt + "/" + j.max_attempts),
       el("td", {}, fmtAge(j.age_s)),
