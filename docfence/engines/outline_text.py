@@ -30,6 +30,7 @@ class Outline:
 
     ops: bytes
     bbox: tuple[float, float, float, float]
+    advance: float = 0.0  # where the next character would start (runs of one line are laid end to end)
 
     @property
     def width(self) -> float:
@@ -117,7 +118,7 @@ def outline_text(text: str) -> Outline:
         x += glyph.width * scale
     if box is None:
         raise ConfigError("the watermark text has nothing visible to draw")
-    return Outline(("\n".join(parts) + "\nf\n").encode("ascii"), box)
+    return Outline(("\n".join(parts) + "\nf\n").encode("ascii"), box, x)
 
 
 def _union(
