@@ -13,7 +13,7 @@ import os
 import re
 import secrets
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -43,7 +43,9 @@ from docfence.core.errors import (
     UnsupportedUpload,
     UploadTooLarge,
 )
+from docfence.core.fields import CALLER_FIELDS, check_value
 from docfence.core.ids import new_id
+from docfence.core.marks import HIDDEN, MarkRules, blank_marks, resolve_fields, resolve_marks
 from docfence.core.policy import JobPolicy, Mode, WatermarkSpec
 from docfence.core.records import ApiKey, Artifact, Attempt, AuditEvent, Job, NewJob
 from docfence.core.states import JobState
@@ -73,12 +75,17 @@ class SubmitRequest:
     deadline_s: float | None = None
     watermark: Mapping[str, Any] | None = None
     idempotency_key: str | None = None
+    marks: Sequence[Mapping[str, Any]] | None = None  # the job's own marks, within its class's rules
+    recipient: str | None = None  # the dynamic fields a caller gives (core/fields.py)
+    purpose: str | None = None
+    reference: str | None = None
 
 
 @dataclass(frozen=True)
 class JobDetail:
     job: Job
     artifact: Artifact | None
+    recipient_visible: bool = False  # the caller may see the marks' recipient, purpose and reference
 
 
 @dataclass(frozen=True)
@@ -193,6 +200,7 @@ class Service:
         limit = int(self.settings.max_upload_bytes)
         sniffed = _SniffedPdf(stream)
         info = blobs.put_stream(key, _CappedReader(sniffed, limit), max_bytes=limit)
+        policy = self._with_fields(policy, request, job_id=job_id, tenant=tenant, sha256=info.sha256)
         new = NewJob(
             tenant=tenant, policy=policy, input_key=key, input_sha256=info.sha256, input_bytes=info.bytes,
             idempotency_key=request.idempotency_key, request_hash=_request_hash(info.sha256, policy, request),
@@ -210,25 +218,21 @@ class Service:
         return job, created
 
     def _policy(self, request: SubmitRequest) -> JobPolicy:
-        """The frozen policy of a submission; InvalidWatermark (400) for a bad watermark spec,
-        InvalidRequest (422) for anything else the caller chose wrongly."""
-        watermark = None
-        if request.watermark is not None:
-            try:
-                base = self.settings.document_class(request.document_class).watermark
-            except ConfigError as exc:
-                raise InvalidRequest(exc.message, field=exc.field) from exc
-            watermark = _watermark(base, request.watermark)
+        """The frozen policy of a submission; InvalidWatermark (400) for a bad watermark spec, marks or
+        field value, InvalidRequest (422) for anything else the caller chose wrongly."""
         try:
             cls = self.settings.document_class(request.document_class)
+        except ConfigError as exc:
+            raise InvalidRequest(exc.message, field=exc.field) from exc
+        watermark, more = _marks(cls.mark_rules, cls.watermark, request)
+        try:
             mode = request.mode or self.store.class_modes().get(cls.name)
             if mode is not None:
                 mode = Mode(mode).value
             overrides: dict[str, Any] = {}
             if request.deadline_s is not None:
                 overrides["deadline_s"] = request.deadline_s
-            if watermark is not None:
-                overrides["watermark"] = watermark
+            overrides.update(watermark=watermark, marks=more, fields={})
             policy: JobPolicy = self.settings.policy_for(cls.name, mode_override=mode, **overrides)
             return policy
         except ConfigError as exc:
@@ -236,15 +240,25 @@ class Service:
         except (ValueError, TypeError) as exc:
             raise InvalidRequest(f"invalid request: {exc}") from exc
 
+    def _with_fields(self, policy: JobPolicy, request: SubmitRequest, *, job_id: str, tenant: str,
+                     sha256: str) -> JobPolicy:
+        """The policy with its field values frozen: the caller's, the job's own, the issue time."""
+        rules = self.settings.document_class(policy.document_class).mark_rules
+        values = resolve_fields(rules, _caller_fields(request), job_id=job_id, tenant=tenant,
+                                issued_at=self.clock.now())
+        return policy.evolve(fields={**values, "sha8": sha256[:8]})
+
     # -- reads and cancel -----------------------------------------------------------------------
     def get(self, principal: Principal, job_id: str) -> JobDetail:
         principal.require("jobs.read")
-        return self.describe(self._visible(principal, job_id))
+        return self.describe(self._visible(principal, job_id), principal)
 
-    def describe(self, job: Job) -> JobDetail:
-        """The job with its artifact record once succeeded (the caller already may see the job)."""
+    def describe(self, job: Job, principal: Principal | None = None) -> JobDetail:
+        """The job with its artifact record once succeeded (the caller already may see the job); the
+        marks' recipient only when `principal` may see it (core/access.py: jobs.recipient)."""
         artifact = self.store.artifact(job.id) if job.state is JobState.SUCCEEDED else None
-        return JobDetail(job, artifact)
+        visible = principal is not None and principal.allows("jobs.recipient")
+        return JobDetail(job, artifact, visible)
 
     def watch_job_end(self, job_id: str, *, on_wake: Callable[[], None] | None = None) -> JobEndWatch:
         """A subscription to the announcement that `job_id` ended, for long-polls (close it when done).
@@ -294,6 +308,9 @@ class Service:
         principal.require("jobs.read")
         job = self._visible(principal, job_id)
         events, attempts = self.store.audit_events(job.id), self.store.attempts(job.id)
+        if not principal.allows("jobs.recipient"):
+            events = [replace(e, details={k: HIDDEN if k in CALLER_FIELDS else v
+                                          for k, v in e.details.items()}) for e in events]
         if principal.allows("ops.workers"):
             return events, attempts
         return ([replace(e, actor=self.worker_alias(e.actor)) for e in events],
@@ -437,18 +454,41 @@ def _hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
-def _watermark(base: WatermarkSpec, given: Mapping[str, Any]) -> WatermarkSpec:
-    """The class's spec with the caller's fields; InvalidWatermark (400) names the field at fault."""
+def _marks(rules: MarkRules, base: WatermarkSpec,
+           request: SubmitRequest) -> tuple[WatermarkSpec, tuple[WatermarkSpec, ...]]:
+    """The job's marks (the class's, the caller's watermark over the first, or the caller's own list)
+    with the caller's field values checked; InvalidWatermark (400) names the field at fault."""
     try:
-        return WatermarkSpec.from_mapping(given, base)
+        first, more = resolve_marks(rules, base, given_watermark=request.watermark, given_marks=request.marks)
+        caller = {name: check_value(name, value) for name, value in _caller_fields(request).items()}
+        blank = blank_marks((first, *more), {**caller, "job_id": "x", "tenant": "x", "date": "x"})
+        if blank:
+            raise ConfigError(f"mark {blank[0]} draws nothing once its fields are filled (give "
+                              f"{', '.join(CALLER_FIELDS)} as its text needs)", field="marks")
+        for spec in (first, *more):
+            if spec.image is not None:  # decoded and converted now, as the render will: fail at submit
+                from docfence.engines.mark_art import check_image
+
+                check_image(spec.image)
     except ConfigError as exc:
-        raise InvalidWatermark(exc.message, field="watermark") from None
+        where = exc.field if exc.field in CALLER_FIELDS else ("marks" if request.marks is not None
+                                                              else "watermark")
+        raise InvalidWatermark(exc.message, field=where) from None
+    return first, more
+
+
+def _caller_fields(request: SubmitRequest) -> dict[str, str]:
+    given = {"recipient": request.recipient, "purpose": request.purpose, "reference": request.reference}
+    return {name: value for name, value in given.items() if value is not None}
 
 
 def _request_hash(input_sha256: str, policy: JobPolicy, request: SubmitRequest) -> str:
     """Same bytes + same caller choices = same request (class mode changes do not create conflicts)."""
-    chosen = {"document_class": policy.document_class, "mode": request.mode,
-              "deadline_s": request.deadline_s, "watermark": dict(request.watermark or {})}
+    chosen: dict[str, Any] = {"document_class": policy.document_class, "mode": request.mode,
+                              "deadline_s": request.deadline_s, "watermark": dict(request.watermark or {})}
+    if request.marks is not None:  # only when given: requests from before marks keep their hash
+        chosen["marks"] = [dict(m) for m in request.marks]
+    chosen.update(_caller_fields(request))
     canonical = json.dumps(chosen, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(f"{input_sha256}\n{canonical}".encode()).hexdigest()
 

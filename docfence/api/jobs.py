@@ -69,6 +69,22 @@ def _watermark(raw: str | None) -> dict[str, Any] | None:
     return value
 
 
+def _marks(raw: str | None) -> list[Any] | None:
+    """The `marks` form field as a JSON array of mark objects; InvalidWatermark (400) otherwise."""
+    if raw is None or raw == "":
+        return None
+    try:
+        value = json.loads(raw, parse_constant=_no_constants)
+    except ValueError as exc:
+        raise InvalidWatermark(f"marks must be a JSON array of mark objects ({exc})", field="marks") from None
+    if not isinstance(value, list) or not all(isinstance(m, dict) for m in value):
+        raise InvalidWatermark("marks must be a JSON array of mark objects", field="marks")
+    return value
+
+
+_HELP = "Value of the {%s} field in mark text (at most %d characters; stored on the job, never logged)"
+
+
 @router.post(
     "", status_code=201, response_model=JobOut,
     responses={200: {"model": JobOut, "description": "Replay of an earlier identical submission"},
@@ -83,6 +99,12 @@ async def submit_job(
     deadline_s: Annotated[float | None, Form(description="Seconds, within the class's max_deadline_s "
                                              "(checked against the class, named in the error)")] = None,
     watermark: Annotated[str | None, Form(max_length=4000, description="JSON: WatermarkSpec fields")] = None,
+    marks: Annotated[str | None, Form(max_length=16000, description="JSON array of marks (text with "
+                                      "{fields} or a class logo by name, position, pages, opacity, angle, "
+                                      "font_size, color, layer); replaces the class's marks")] = None,
+    recipient: Annotated[str | None, Form(max_length=2000, description=_HELP % ("recipient", 120))] = None,
+    purpose: Annotated[str | None, Form(max_length=2000, description=_HELP % ("purpose", 120))] = None,
+    reference: Annotated[str | None, Form(max_length=2000, description=_HELP % ("reference", 64))] = None,
     idempotency_key: Annotated[str | None, Header(min_length=1, max_length=200)] = None,
 ) -> JobOut:
     """Submit a watermark job. Same Idempotency-Key and same request: the same job (200).
@@ -90,7 +112,8 @@ async def submit_job(
     The upload must start like a PDF (`%PDF-` within its first 1024 bytes): an empty upload is refused
     with 400 `empty_upload`, anything else with 415 `unsupported_media_type`, before a job exists."""
     request = SubmitRequest(document_class=document_class or None, mode=mode, deadline_s=deadline_s,
-                            watermark=_watermark(watermark), idempotency_key=idempotency_key)
+                            watermark=_watermark(watermark), idempotency_key=idempotency_key,
+                            marks=_marks(marks), recipient=recipient, purpose=purpose, reference=reference)
     call = functools.partial(service.submit, principal, file.file, request)
     job, created = await anyio.to_thread.run_sync(call, limiter=_submit_limiter(http_request))
     if not created:
@@ -99,7 +122,7 @@ async def submit_job(
     hint = retry_after(job.state)
     if hint is not None:
         response.headers["Retry-After"] = hint
-    return job_out(await anyio.to_thread.run_sync(service.describe, job))
+    return job_out(await anyio.to_thread.run_sync(service.describe, job, principal))
 
 
 @router.get(

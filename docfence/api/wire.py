@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from docfence.core.marks import marks_view
 from docfence.core.records import Attempt, AuditEvent
 from docfence.service import JobDetail
 
@@ -34,6 +35,16 @@ class JobError(BaseModel):
     message: str
 
 
+class MarkOut(BaseModel):
+    kind: str  # text | image
+    text: str | None  # the template as given (fields not filled); None for an image
+    position: str
+    pages: str
+    layer: str
+    opacity: float
+    fields: list[str]
+
+
 class JobOut(BaseModel):
     id: str
     state: str
@@ -54,6 +65,10 @@ class JobOut(BaseModel):
     input_bytes: int | None
     error: JobError | None
     artifact: ArtifactSummary | None
+    marks: list[MarkOut] = []
+    # field values frozen at submission; recipient, purpose and reference read "(hidden)" to keys
+    # without the submit or admin scope
+    fields: dict[str, str] = {}
 
 
 class EventOut(BaseModel):
@@ -114,7 +129,9 @@ def job_out(detail: JobDetail) -> JobOut:
     summary = None
     if artifact is not None and artifact.deleted_at is None:
         summary = ArtifactSummary(sha256=artifact.sha256, bytes=artifact.bytes, pages=artifact.pages)
+    view = marks_view(job.policy, recipient_visible=detail.recipient_visible)
     return JobOut(
+        marks=[MarkOut(**m) for m in view["marks"]], fields=view["fields"],
         id=job.id, state=job.state.value, terminal=job.terminal, kind=job.kind,
         document_class=job.document_class, mode=job.mode, region=job.region, attempt=job.attempt,
         max_attempts=job.max_attempts, deadline_at=job.deadline_at, created_at=job.created_at,

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from docfence.core.errors import ConfigError
-from docfence.core.fields import fields_in
+from docfence.core.fields import CALLER_FIELDS, fields_in
 
 
 class Mode(enum.StrEnum):
@@ -263,6 +263,12 @@ class JobPolicy:
             raise ConfigError("owner_password_policy must be refuse or keep")
         if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,31}", self.region):
             raise ConfigError("region must be a short lowercase name")
+
+    def caller_fields(self) -> dict[str, str]:
+        """Recipient, purpose and reference as the caller gave them (only those given): what the audit
+        trail records of who received the document."""
+        given = self.fields or {}
+        return {name: given[name] for name in CALLER_FIELDS if given.get(name)}
 
     def all_marks(self) -> tuple[WatermarkSpec, ...]:
         """Every mark of the job in drawing order: `watermark` first, then `marks`."""

@@ -66,7 +66,8 @@ class SqlStore(OperationsQueries, ReportQueries, WakeupWaits):
             job = self._job(row)
             self._append_job_event(
                 tx, row, Event.SUBMITTED, actor=new.actor, from_state=None, to_state=JobState.QUEUED,
-                details={"document_class": job.document_class, "mode": job.mode, "region": job.region},
+                details={"document_class": job.document_class, "mode": job.mode, "region": job.region,
+                         **policy.caller_fields()},
             )
             tx.announce_work()
         return job, True
