@@ -31,7 +31,8 @@ EXIT_JOB_ENDED = EXIT_FAILED
 MAX_PARALLEL_WAITS = 8  # one HTTP long-poll each; the server caps each at 20 s
 #: Request fields as this command's flags, so a refusal names what the user typed.
 FLAGS = {"deadline_s": "--deadline", "document_class": "--class", "mode": "--mode", "watermark": "--text",
-         "idempotency_key": "--idempotency-key"}
+         "idempotency_key": "--idempotency-key", "marks": "--marks", "recipient": "--recipient",
+         "purpose": "--purpose", "reference": "--reference"}
 
 
 class UsageError(Exception):
@@ -48,6 +49,11 @@ def register(sub: Any) -> None:
     submit.add_argument("--mode", choices=["vector", "raster"])
     submit.add_argument("--text", help="watermark text")
     submit.add_argument("--deadline", type=float, dest="deadline_s", help="seconds (within the class max)")
+    submit.add_argument("--marks", type=_json_list, metavar="JSON",
+                        help="the job's marks as a JSON array (replaces the class's; see docs/watermarks.md)")
+    submit.add_argument("--recipient", help="fills {recipient} in the marks (stored on the job, audited)")
+    submit.add_argument("--purpose", help="fills {purpose} in the marks")
+    submit.add_argument("--reference", help="fills {reference} in the marks")
     submit.add_argument("--idempotency-key", help="with several files, suffixed -1, -2, ...")
     submit.add_argument("--wait", action="store_true", help="wait for all jobs to finish (together)")
     submit.add_argument("--out", metavar="DIR", help="wait, then download each artifact into DIR")
@@ -66,6 +72,14 @@ def register(sub: Any) -> None:
     download.add_argument("job")
     download.add_argument("--out", required=True, help="file or folder")
     download.set_defaults(func=_guard(run_download))
+
+
+def _json_list(raw: str) -> list[Any]:
+    """--marks: a JSON array of objects (argparse reports the ValueError as a usage error)."""
+    value = json.loads(raw)
+    if not isinstance(value, list) or not all(isinstance(m, dict) for m in value):
+        raise ValueError("not a JSON array of objects")
+    return value
 
 
 def _client(args: argparse.Namespace) -> DocfenceClient:
@@ -154,7 +168,9 @@ def run_submit(args: argparse.Namespace) -> int:
             try:
                 item.job = client.submit(item.path, idempotency_key=key, document_class=args.document_class,
                                          mode=args.mode, deadline_s=args.deadline_s,
-                                         watermark={"text": args.text} if args.text else None)
+                                         watermark={"text": args.text} if args.text else None,
+                                         marks=args.marks, recipient=args.recipient, purpose=args.purpose,
+                                         reference=args.reference)
             except ApiError as exc:
                 item.fail(exc, EXIT_REQUEST)
             except OSError as exc:

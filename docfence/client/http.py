@@ -13,7 +13,7 @@ import os
 import random
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -94,8 +94,11 @@ class DocfenceClient:
         self, path_or_bytes: str | os.PathLike[str] | bytes, *, idempotency_key: str | None = None,
         document_class: str | None = None, mode: str | None = None,
         watermark: Mapping[str, Any] | None = None, deadline_s: float | None = None,
+        marks: Sequence[Mapping[str, Any]] | None = None, recipient: str | None = None,
+        purpose: str | None = None, reference: str | None = None,
     ) -> JobView:
-        """Upload a PDF and create a job (the same idempotency key and request return the same job)."""
+        """Upload a PDF and create a job (the same idempotency key and request return the same job).
+        `marks` replaces the class's marks; recipient, purpose and reference fill the marks' fields."""
         data: dict[str, str] = {}
         if document_class:
             data["document_class"] = document_class
@@ -105,6 +108,11 @@ class DocfenceClient:
             data["deadline_s"] = repr(float(deadline_s))
         if watermark is not None:
             data["watermark"] = json.dumps(dict(watermark))
+        if marks is not None:
+            data["marks"] = json.dumps([dict(m) for m in marks])
+        for name, value in (("recipient", recipient), ("purpose", purpose), ("reference", reference)):
+            if value is not None:
+                data[name] = value
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
         with contextlib.ExitStack() as stack:
             if isinstance(path_or_bytes, bytes):
