@@ -465,16 +465,27 @@ def _marks(rules: MarkRules, base: WatermarkSpec,
         if blank:
             raise ConfigError(f"mark {blank[0]} draws nothing once its fields are filled (give "
                               f"{', '.join(CALLER_FIELDS)} as its text needs)", field="marks")
-        for spec in (first, *more):
-            if spec.image is not None:  # decoded and converted now, as the render will: fail at submit
-                from docfence.engines.mark_art import check_image
-
-                check_image(spec.image)
+        _drawable((first, *more), caller)
     except ConfigError as exc:
         where = exc.field if exc.field in CALLER_FIELDS else ("marks" if request.marks is not None
                                                               else "watermark")
         raise InvalidWatermark(exc.message, field=where) from None
     return first, more
+
+
+def _drawable(marks: tuple[WatermarkSpec, ...], caller: Mapping[str, str]) -> None:
+    """Images decoded and converted, and text with the caller's values laid out, now as the render
+    will: a logo or a recipient no installed font can draw fails the submission, not the job."""
+    from docfence.core.fields import fill
+    from docfence.engines.mark_art import check_image
+    from docfence.engines.outline_text import outline_text
+
+    for spec in marks:
+        if spec.image is not None:
+            check_image(spec.image)
+        elif caller and any(name in spec.fields for name in caller):
+            sample = {"date": "2026-01-01", "job_id": "x", "tenant": "x", "page": "1", "pages": "1"}
+            outline_text(fill(spec.text, {**sample, **caller}))
 
 
 def _caller_fields(request: SubmitRequest) -> dict[str, str]:
