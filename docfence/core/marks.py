@@ -139,10 +139,12 @@ HIDDEN = "(hidden)"
 
 
 def marks_view(policy: JobPolicy, *, recipient_visible: bool) -> dict[str, Any]:
-    """What the API, the console and `docfence inspect` show of a job's marks: each mark's kind, text
-    template (not filled), placement, and the field values; recipient, purpose and reference only to
-    principals allowed `jobs.recipient` (others see that they were set)."""
-    marks = [{"kind": "image" if m.image else "text", "text": None if m.image else m.text,
+    """What the API, the console and `docfence inspect` show of a job's marks: each mark's kind,
+    placement and the fields it uses, and the field values. The text itself and the recipient,
+    purpose and reference only to principals allowed `jobs.recipient` (others, operators included,
+    see which fields were used and that values were set: mark text is the tenant's content)."""
+    marks = [{"kind": "image" if m.image else "text",
+              "text": m.text if recipient_visible and not m.image else None,
               "position": m.position, "pages": m.pages, "layer": m.layer, "opacity": m.opacity,
               "fields": list(m.fields) if policy.fields is not None else []}
              for m in policy.all_marks()]

@@ -24,6 +24,7 @@ def test_marks_and_fields_are_on_the_job_and_the_recipient_only_for_senders(any_
     reader = DocfenceClient(any_env.base_url, any_env.key(scopes=("read",)))
     seen = reader.get(job.id)
     assert seen.fields["recipient"] == "(hidden)" and seen.fields["job_id"] == job.id
+    assert seen.marks[1]["text"] is None and seen.marks[1]["fields"] == ["recipient", "page", "pages"]
     events = reader.events(job.id)["events"]
     assert events[0]["details"]["recipient"] == "(hidden)"
     assert sender.events(job.id)["events"][0]["details"]["recipient"] == "Ada Example"
