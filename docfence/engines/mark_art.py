@@ -27,10 +27,17 @@ _SPACE = UNITS * 0.3  # outline_text's advance for a space
 
 @dataclass(frozen=True)
 class Art:
-    """The form and its extent (the layout reads `outline.bbox`, `.width`, `.height`)."""
+    """What a mark draws as forms placed along the line (x offset in outline units, form), and its
+    extent (the layout reads `outline.bbox`, `.width`, `.height`). Static text and images are one form;
+    text with `{page}` is its static runs' forms plus one shared form per character of the page number,
+    so each page adds only the few bytes that place them."""
 
-    form: pikepdf.Stream
+    pieces: tuple[tuple[float, pikepdf.Stream], ...]
     outline: Outline
+
+    @property
+    def form(self) -> pikepdf.Stream:
+        return self.pieces[0][1]
 
 
 class ArtShop:
@@ -64,27 +71,25 @@ class ArtShop:
 
     def _text(self, text: str) -> Art:
         outline = outline_text(text)
-        return Art(self.form(outline.ops, _pad(outline.bbox), pikepdf.Dictionary()), outline)
+        return Art(((0.0, self.form(outline.ops, _pad(outline.bbox), pikepdf.Dictionary())),), outline)
 
     def _runs(self, mark: PageMark) -> Art:
-        """Runs laid end to end, each its own (shared) outline form: a footer "7/20" draws the shared
-        forms of the text around the number and the number's own form."""
-        x, box, draws, xobjects = 0.0, None, [], pikepdf.Dictionary()
-        for k, (text, _) in enumerate(mark.runs):
-            if not text.strip():
-                x += _SPACE * len(text)
-                continue
-            piece = self._once(("text", text), lambda text=text: self._text(text))  # type: ignore[misc]
-            xobjects[f"/R{k}"] = piece.form
-            draws.append(f"q 1 0 0 1 {x:.1f} 0 cm /R{k} Do Q")
-            b = piece.outline.bbox
-            box = _union(box, (b[0] + x, b[1], b[2] + x, b[3]))
-            x += piece.outline.advance
+        """Runs laid end to end: a static run is one shared form, a page-dependent run one shared form
+        per character (a footer "7/20" draws the form of the text before it, of "7" and of "/20")."""
+        x, box, pieces = 0.0, None, []
+        for text, per_page in mark.runs:
+            for chunk in (text if per_page else [text]):
+                if not chunk.strip():
+                    x += _SPACE * len(chunk)
+                    continue
+                piece = self._once(("text", chunk), lambda c=chunk: self._text(c))  # type: ignore[misc]
+                pieces.append((x, piece.form))
+                b = piece.outline.bbox
+                box = _union(box, (b[0] + x, b[1], b[2] + x, b[3]))
+                x += piece.outline.advance
         if box is None:
             raise ConfigError("the mark text has nothing visible to draw")
-        outline = Outline(b"", box, x)
-        content = ("\n".join(draws) + "\n").encode("ascii")
-        return Art(self.form(content, _pad(box), pikepdf.Dictionary(XObject=xobjects)), outline)
+        return Art(tuple(pieces), Outline(b"", box, x))
 
     def _image(self, uri: str) -> Art:
         """The image scaled to 1000 units tall, its aspect kept; an SVG stays vector graphics."""
@@ -102,7 +107,7 @@ class ArtShop:
         w = width * UNITS / height
         resources = pikepdf.Dictionary(XObject=pikepdf.Dictionary(DfArt=inner))
         form = self.form(content.encode("ascii"), (0.0, 0.0, w, UNITS), resources)
-        return Art(form, Outline(b"", (0.0, 0.0, w, UNITS), w))
+        return Art(((0.0, form),), Outline(b"", (0.0, 0.0, w, UNITS), w))
 
 
 def decode_image(uri: str) -> tuple[str, bytes]:

@@ -15,7 +15,7 @@ from docfence.core.errors import ConfigError, MalformedPdf
 from docfence.core.policy import JobPolicy, WatermarkSpec
 from docfence.engines.geometry import Matrix, PageGeometry, multiply
 from docfence.engines.layout import placements
-from docfence.engines.mark_art import ArtShop
+from docfence.engines.mark_art import Art, ArtShop
 from docfence.engines.marks import MarkSet, PageMark
 from docfence.engines.preflight import OpenedPdf
 
@@ -58,13 +58,12 @@ class _Builder:
             x0, y0, x1, y1 = geo.crop
             r, g, b = mark.spec.color
             lines = [f"q {x0:.3f} {y0:.3f} {x1 - x0:.3f} {y1 - y0:.3f} re W n /DfGS gs {r} {g} {b} rg"]
+            draw, xobjects = _pieces(art)
             for m in placements(mark.spec, art.outline, width, height):
-                lines.append(f"q {_fmt(multiply(m, to_user))} cm /DfText Do Q")
+                lines.append(f"q {_fmt(multiply(m, to_user))} cm {draw} Q")
             lines.append("Q\n")
             resources = pikepdf.Dictionary(
-                ExtGState=pikepdf.Dictionary(DfGS=self._state(mark.spec.opacity)),
-                XObject=pikepdf.Dictionary(DfText=art.form),
-            )
+                ExtGState=pikepdf.Dictionary(DfGS=self._state(mark.spec.opacity)), XObject=xobjects)
             self.forms[key] = self.shop.form("\n".join(lines).encode("ascii"), geo.crop, resources)
         return self.forms[key]
 
@@ -75,6 +74,20 @@ class _Builder:
             before = self.open_q if first == b"q\n" else self.pdf.make_stream(first)
             self.wrappers[drawn] = (before, self.pdf.make_stream(last))
         return self.wrappers[drawn]
+
+
+def _pieces(art: Art) -> tuple[str, pikepdf.Dictionary]:
+    """Operators drawing the art's pieces at their offsets, and the XObjects they name (one piece at
+    the origin: `/DfText Do`, as a single mark has always been drawn)."""
+    if len(art.pieces) == 1 and art.pieces[0][0] == 0.0:
+        return "/DfText Do", pikepdf.Dictionary(DfText=art.form)
+    names: dict[tuple[int, int], str] = {}
+    xobjects, ops = pikepdf.Dictionary(), []
+    for x, form in art.pieces:
+        name = names.setdefault(form.objgen, f"/R{len(names)}")
+        xobjects[name] = form
+        ops.append(f"q 1 0 0 1 {x:.1f} 0 cm {name} Do Q")
+    return " ".join(ops), xobjects
 
 
 def draw_bytes(name: str) -> bytes:
