@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from docfence.core.errors import ConfigError
+from docfence.core.marks import MarkRules, image_uri
 from docfence.core.policy import (
     VALIDATION_LEVELS,
     JobPolicy,
@@ -43,6 +44,8 @@ class DocumentClass:
     sanitize: SanitizePolicy = field(default_factory=SanitizePolicy)  # default: strip (leaves the org)
     validation: str = "standard"  # standard | exhaustive (see JobPolicy.validation)
     limits: dict[str, Any] = field(default_factory=dict)  # per-class overrides of [limits], e.g. budgets
+    # further marks, limits on a job's marks, fields allowed, time zone of {date}, logos (core/marks.py)
+    mark_rules: MarkRules = field(default_factory=MarkRules)
 
     def __post_init__(self) -> None:
         if not 0 < self.deadline_s <= self.max_deadline_s:
@@ -453,6 +456,38 @@ def _classes(tables: Any, builtin: bool) -> dict[str, DocumentClass]:
     return classes
 
 
+_MARK_KEYS = ("marks", "max_marks", "allowed_fields", "timezone", "images")
+
+
+def _mark_rules(label: str, spec: dict[str, Any]) -> MarkRules:
+    """The class's mark settings (popped from `spec`): logos read from their files now, each class mark
+    checked now, so a bad setting fails at start-up with the key that names it."""
+    given = {key: spec.pop(key) for key in _MARK_KEYS if key in spec}
+    try:
+        images = given.get("images", {})
+        if not isinstance(images, dict) or not all(isinstance(v, str) for v in images.values()):
+            raise ConfigError("must be a table of logo name = path to a .png or .svg file", field="images")
+        logos = MarkRules(images=tuple((str(k), image_uri(v)) for k, v in images.items()))
+        marks = given.get("marks", [])
+        if not isinstance(marks, list):
+            raise ConfigError("must be an array of tables [[classes.NAME.marks]]", field="marks")
+        specs = []
+        for mark in marks:
+            mark = dict(mark) if isinstance(mark, dict) else mark
+            if isinstance(mark, dict) and mark.get("image") is not None:
+                mark["image"] = logos.image(mark["image"])
+            if isinstance(mark, dict) and isinstance(mark.get("color"), list):
+                mark["color"] = tuple(mark["color"])
+            specs.append(WatermarkSpec.from_mapping(mark))
+        given.update(marks=tuple(specs), images=logos.images)
+        return MarkRules(**given)
+    except ConfigError as exc:
+        key = exc.field if exc.field in _MARK_KEYS else "marks"
+        raise ConfigError(f"{label}.{key}: {exc.message}") from None
+    except TypeError as exc:
+        raise ConfigError(f"{label}: {exc}") from None
+
+
 def _doc_class(name: str, spec: Any) -> DocumentClass:
     label = f"[classes.{name}]"
     if not isinstance(spec, dict):
@@ -472,6 +507,7 @@ def _doc_class(name: str, spec: Any) -> DocumentClass:
             spec["watermark"] = WatermarkSpec.from_mapping(wm)
         except ConfigError as exc:
             raise ConfigError(f"{label}.watermark: {exc.message}") from None
+    spec["mark_rules"] = _mark_rules(label, spec)
     if "sanitize" in spec:
         policy = spec["sanitize"]
         if not isinstance(policy, dict):

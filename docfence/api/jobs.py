@@ -101,6 +101,22 @@ _WAIT = Query(ge=0, le=3600, description=f"Wait up to this many seconds (capped 
               "job to end: 201/200 with the ended job, else 202 with the job as it is")
 
 
+def _marks(raw: str | None) -> list[Any] | None:
+    """The `marks` form field as a JSON array of mark objects; InvalidWatermark (400) otherwise."""
+    if raw is None or raw == "":
+        return None
+    try:
+        value = json.loads(raw, parse_constant=_no_constants)
+    except ValueError as exc:
+        raise InvalidWatermark(f"marks must be a JSON array of mark objects ({exc})", field="marks") from None
+    if not isinstance(value, list) or not all(isinstance(m, dict) for m in value):
+        raise InvalidWatermark("marks must be a JSON array of mark objects", field="marks")
+    return value
+
+
+_HELP = "Value of the {%s} field in mark text (at most %d characters; stored on the job, never logged)"
+
+
 @router.post(
     "", status_code=201, response_model=JobOut,
     responses={200: {"model": JobOut, "description": "Replay of an earlier identical submission",
@@ -120,6 +136,12 @@ async def submit_job(
     watermark: Annotated[str | None, Form(max_length=4000, description="JSON: WatermarkSpec fields")] = None,
     label: Annotated[str | None, _LABEL] = None,
     password: Annotated[str | None, _PASSWORD] = None,
+    marks: Annotated[str | None, Form(max_length=16000, description="JSON array of marks (text with "
+                                      "{fields} or a class logo by name, position, pages, opacity, angle, "
+                                      "font_size, color, layer); replaces the class's marks")] = None,
+    recipient: Annotated[str | None, Form(max_length=2000, description=_HELP % ("recipient", 120))] = None,
+    purpose: Annotated[str | None, Form(max_length=2000, description=_HELP % ("purpose", 120))] = None,
+    reference: Annotated[str | None, Form(max_length=2000, description=_HELP % ("reference", 64))] = None,
     idempotency_key: Annotated[str | None, Header(min_length=1, max_length=200)] = None,
     wait: Annotated[float, _WAIT] = 0.0,
 ) -> JobOut:
@@ -130,14 +152,15 @@ async def submit_job(
     With `?wait=S` the answer comes once the job ended (or S, capped, ran out: then 202)."""
     request = SubmitRequest(document_class=document_class or None, mode=mode, deadline_s=deadline_s,
                             watermark=_watermark(watermark), idempotency_key=idempotency_key,
-                            label=label, filename=file.filename, password=password)
+                            label=label, filename=file.filename, password=password,
+                            marks=_marks(marks), recipient=recipient, purpose=purpose, reference=reference)
     call = functools.partial(service.submit, principal, file.file, request)
     job, created = await anyio.to_thread.run_sync(call, limiter=_submit_limiter(http_request))
     budget = min(wait, MAX_WAIT_S)
     if budget > 0 and not job.terminal:
         detail = await _read_until_terminal(service, principal, job.id, budget)
     else:
-        detail = await anyio.to_thread.run_sync(service.describe, job)
+        detail = await anyio.to_thread.run_sync(service.describe, job, principal)
     response.status_code = 201 if created else 200
     if budget > 0 and not detail.job.terminal:
         response.status_code = 202
@@ -180,7 +203,8 @@ async def submit_batch(
                              partial=partial)
     outcomes = await anyio.to_thread.run_sync(call, limiter=_submit_limiter(http_request))
     filenames = [req.filename for req in requests]
-    return await anyio.to_thread.run_sync(batch_out, outcomes, filenames, service.describe)
+    return await anyio.to_thread.run_sync(batch_out, outcomes, filenames,
+                                       functools.partial(service.describe, principal=principal))
 
 
 def _batch_items(raw: str | None, count: int) -> list[dict[str, Any]]:

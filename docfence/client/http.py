@@ -96,14 +96,22 @@ class DocfenceClient:
         document_class: str | None = None, mode: str | None = None,
         watermark: Mapping[str, Any] | None = None, deadline_s: float | None = None,
         label: str | None = None, password: str | None = None, wait_s: float | None = None,
+        marks: Sequence[Mapping[str, Any]] | None = None, recipient: str | None = None,
+        purpose: str | None = None, reference: str | None = None,
     ) -> JobView:
         """Upload a PDF and create a job (the same idempotency key and request return the same job).
 
         `label`: your own tag (search with `list_jobs(label=...)`). `password`: the PDF's, sealed by the
         server beside the input and used by the render only. `wait_s`: answer once the job ended or
-        that long (capped by the server) ran out; `JobView.terminal` tells which."""
+        that long (capped by the server) ran out; `JobView.terminal` tells which. `marks` replaces the
+        class's marks; recipient, purpose and reference fill the marks' fields."""
         data = _options(document_class=document_class, mode=mode, deadline_s=deadline_s,
                         watermark=watermark, label=label, password=password)
+        if marks is not None:
+            data["marks"] = json.dumps([dict(m) for m in marks])
+        for name, value in (("recipient", recipient), ("purpose", purpose), ("reference", reference)):
+            if value is not None:
+                data[name] = value
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
         params = {"wait": f"{wait_s:g}"} if wait_s else None
         timeout = self.timeout_s + wait_s if wait_s else None

@@ -158,7 +158,8 @@ def job_detail(job_id: str, service: ServiceDep, principal: ConsoleRead) -> dict
     ins = inspect_job(service.store, job_id)
     if own is not None and ins.job.tenant != own:
         raise NotFound(f"no job {job_id}")  # another tenant's job looks missing
-    return _mask_workers(inspection_dict(ins), principal, service)
+    detail = inspection_dict(ins, recipient_visible=principal.allows("jobs.recipient"))
+    return _mask_workers(detail, principal, service)
 
 
 @router.post("/console/api/cancel-matching")

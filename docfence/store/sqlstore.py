@@ -74,8 +74,10 @@ def _cached_policy_text(policy: JobPolicy) -> str:
 
 
 def _submitted_details(job: Job) -> dict[str, Any]:
-    """The submission event's details: policy facts only (never the label or filename: caller text)."""
-    return {"document_class": job.document_class, "mode": job.mode, "region": job.region}
+    """The submission event's details: policy facts and who the document is for (recipient, purpose,
+    reference: a compliance reviewer asks who received it); never the label or filename."""
+    return {"document_class": job.document_class, "mode": job.mode, "region": job.region,
+            **job.policy.caller_fields()}
 
 
 class SqlStore(OperationsQueries, ReportQueries, WebhookQueries, WakeupWaits):

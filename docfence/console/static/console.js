@@ -230,6 +230,20 @@ function dl(pairs) {
   return pairs.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v ?? "-")]);
 }
 
+// a job's marks and the field values frozen with it (the recipient reads "(hidden)" without the right)
+function marksText(marks) {
+  if (!marks || !marks.length) return "none";
+  const what = (m) => m.kind === "image" ? "image" : m.text === null
+    ? "text (hidden" + (m.fields.length ? "; fields " + m.fields.join(", ") : "") + ")" : "\u201c" + m.text + "\u201d";
+  return marks.map((m, i) => (i + 1) + ". " + what(m) +
+    " " + m.position + ", pages " + m.pages + ", " + m.layer).join("; ");
+}
+
+function fieldsText(fields) {
+  const names = Object.keys(fields || {}).sort();
+  return names.length ? names.map((k) => k + ": " + fields[k]).join(", ") : "none";
+}
+
 async function loadJob(id) {
   const d = await api("/console/api/jobs/" + encodeURIComponent(id));
   const j = d.job, p = d.policy;
@@ -240,6 +254,7 @@ async function loadJob(id) {
     ["created", j.created_at], ["deadline", j.deadline_at], ["lease", (j.lease_owner || "-") + " until " + (j.lease_expires_at || "-")],
     ["last heartbeat", j.heartbeat_at], ["finished", j.finished_at],
     ["last error", j.last_error_code ? j.last_error_code + ": " + (j.last_error_message || "") : "-"],
+    ["marks", marksText(d.marks)], ["fields", fieldsText(d.fields)],
     ["store time", d.now]]));
   $("job-summary").querySelector("dd").setAttribute("data-state", j.state);
   const cancelable = me.can_cancel && ["queued", "rendering"].includes(j.state);
