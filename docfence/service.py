@@ -42,7 +42,9 @@ from docfence.core.errors import (
     SignedUrlRevoked,
     Unauthorized,
 )
+from docfence.core.fields import CALLER_FIELDS, check_value
 from docfence.core.ids import new_id
+from docfence.core.marks import HIDDEN, MarkRules, blank_marks, resolve_fields, resolve_marks
 from docfence.core.policy import JobPolicy, Mode, WatermarkSpec
 from docfence.core.records import ApiKey, Artifact, Attempt, AuditEvent, Job, NewJob
 from docfence.core.states import JobState
@@ -68,12 +70,14 @@ from docfence.store.wakeups import JobEndWatch
 log = logging.getLogger(__name__)
 
 KEY_PREFIX = "dfk_"
+REASON_CHARS = 200  # a cancel or delete reason, free text kept in the audit event
 _TENANT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _KEY_ID_RE = re.compile(r"[0-9a-f]{12}")
 #: Actors that name a process (worker host and pid): anything but a key reference that holds a digit.
 _PROCESS_ACTOR_RE = re.compile(r"(?!key:).*[0-9].*")
 __all__ = ["SCOPES", "BatchOutcome", "Download", "Forbidden", "InvalidRequest", "JobDetail", "JobQuery",
-           "Principal", "Service", "SubmitRequest", "Unauthorized", "build_service", "check_tenant",
+           "Principal", "Service", "SubmitRequest", "Unauthorized", "build_service", "check_reason",
+           "check_tenant",
            "load_signing_secret"]
 
 
@@ -90,12 +94,17 @@ class SubmitRequest:
     label: str | None = None  # the caller's tag, searchable (GET /v1/jobs?label=); never logged
     filename: str | None = None  # the upload's original name (folders are dropped); never logged
     password: str | None = field(default=None, repr=False)  # the PDF's; sealed beside the input only
+    marks: Sequence[Mapping[str, Any]] | None = None  # the job's own marks, within its class's rules
+    recipient: str | None = None  # the dynamic fields a caller gives (core/fields.py)
+    purpose: str | None = None
+    reference: str | None = None
 
 
 @dataclass(frozen=True)
 class JobDetail:
     job: Job
     artifact: Artifact | None
+    recipient_visible: bool = False  # the caller may see the marks' recipient, purpose and reference
 
 
 @dataclass(frozen=True)
@@ -114,6 +123,19 @@ def check_tenant(tenant: str) -> str:
     if not isinstance(tenant, str) or not _TENANT_RE.fullmatch(tenant):
         raise InvalidRequest("tenant must match [A-Za-z0-9][A-Za-z0-9._-]* (at most 64 characters)")
     return tenant
+
+
+def check_reason(reason: str | None) -> str | None:
+    """A caller's free-text reason, trimmed (None when blank); InvalidRequest names the field when it
+    is longer than REASON_CHARS or holds control characters (it is shown in timelines)."""
+    if reason is None or not reason.strip():
+        return None
+    text = reason.strip()
+    if len(text) > REASON_CHARS:
+        raise InvalidRequest(f"reason: at most {REASON_CHARS} characters (got {len(text)})", field="reason")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
+        raise InvalidRequest("reason: control characters (newlines, tabs) are not allowed", field="reason")
+    return text
 
 
 def load_signing_secret(settings: Settings) -> bytes:
@@ -231,6 +253,11 @@ class Service:
         key = layout.input_key(tenant, job_id)
         limit = int(self.settings.max_upload_bytes)
         info = blobs.put_stream(key, CappedReader(SniffedPdf(stream), limit), max_bytes=limit)
+        try:
+            policy = self._with_fields(policy, request, job_id=job_id, tenant=tenant, sha256=info.sha256)
+        except BaseException:
+            blobs.delete(key)
+            raise
         staged = Staged(NewJob(
             tenant=tenant, policy=policy, input_key=key, input_sha256=info.sha256, input_bytes=info.bytes,
             idempotency_key=request.idempotency_key, request_hash=_request_hash(info.sha256, policy, request),
@@ -251,25 +278,21 @@ class Service:
         return self._seal
 
     def _policy(self, request: SubmitRequest) -> JobPolicy:
-        """The frozen policy of a submission; InvalidWatermark (400) for a bad watermark spec,
-        InvalidRequest (422) for anything else the caller chose wrongly."""
-        watermark = None
-        if request.watermark is not None:
-            try:
-                base = self.settings.document_class(request.document_class).watermark
-            except ConfigError as exc:
-                raise InvalidRequest(exc.message, field=exc.field) from exc
-            watermark = _watermark(base, request.watermark)
+        """The frozen policy of a submission; InvalidWatermark (400) for a bad watermark spec, marks or
+        field value, InvalidRequest (422) for anything else the caller chose wrongly."""
         try:
             cls = self.settings.document_class(request.document_class)
+        except ConfigError as exc:
+            raise InvalidRequest(exc.message, field=exc.field) from exc
+        watermark, more = _marks(cls.mark_rules, cls.watermark, request)
+        try:
             mode = request.mode or self.store.class_modes().get(cls.name)
             if mode is not None:
                 mode = Mode(mode).value
             overrides: dict[str, Any] = {}
             if request.deadline_s is not None:
                 overrides["deadline_s"] = request.deadline_s
-            if watermark is not None:
-                overrides["watermark"] = watermark
+            overrides.update(watermark=watermark, marks=more, fields={})
             policy: JobPolicy = self.settings.policy_for(cls.name, mode_override=mode, **overrides)
             return policy
         except ConfigError as exc:
@@ -277,10 +300,18 @@ class Service:
         except (ValueError, TypeError) as exc:
             raise InvalidRequest(f"invalid request: {exc}") from exc
 
+    def _with_fields(self, policy: JobPolicy, request: SubmitRequest, *, job_id: str, tenant: str,
+                     sha256: str) -> JobPolicy:
+        """The policy with its field values frozen: the caller's, the job's own, the issue time."""
+        rules = self.settings.document_class(policy.document_class).mark_rules
+        values = resolve_fields(rules, _caller_fields(request), job_id=job_id, tenant=tenant,
+                                issued_at=self.clock.now())
+        return policy.evolve(fields={**values, "sha8": sha256[:8]})
+
     # -- reads and cancel -----------------------------------------------------------------------
     def get(self, principal: Principal, job_id: str) -> JobDetail:
         principal.require("jobs.read")
-        return self.describe(self._visible(principal, job_id))
+        return self.describe(self._visible(principal, job_id), principal)
 
     def list_jobs(self, principal: Principal, query: JobQuery) -> tuple[list[JobDetail], str | None]:
         """The key's tenant's jobs under the filters, newest first (created_at, then id), `limit` per
@@ -294,12 +325,14 @@ class Service:
             created_before=query.created_before, label=query.label, filename=query.filename,
             limit=query.limit, after=decode_cursor(query.cursor) if query.cursor else None)
         nxt = encode_cursor(jobs[-1]) if len(jobs) == query.limit else None
-        return [self.describe(job) for job in jobs], nxt
+        return [self.describe(job, principal) for job in jobs], nxt
 
-    def describe(self, job: Job) -> JobDetail:
-        """The job with its artifact record once succeeded (the caller already may see the job)."""
+    def describe(self, job: Job, principal: Principal | None = None) -> JobDetail:
+        """The job with its artifact record once succeeded (the caller already may see the job); the
+        marks' recipient only when `principal` may see it (core/access.py: jobs.recipient)."""
         artifact = self.store.artifact(job.id) if job.state is JobState.SUCCEEDED else None
-        return JobDetail(job, artifact)
+        visible = principal is not None and principal.allows("jobs.recipient")
+        return JobDetail(job, artifact, visible)
 
     def watch_job_end(self, job_id: str, *, on_wake: Callable[[], None] | None = None) -> JobEndWatch:
         """A subscription to the announcement that `job_id` ended, for long-polls (close it when done).
@@ -310,15 +343,17 @@ class Service:
         """
         return self.store.watch_job_end((job_id,), on_wake=on_wake)
 
-    def cancel(self, principal: Principal, job_id: str) -> Job:
+    def cancel(self, principal: Principal, job_id: str, *, reason: str | None = None) -> Job:
         """Cancel a queued or rendering job. Cancelling a canceled job again returns it unchanged (the
-        caller's wish already holds); a succeeded or failed job raises JobAlreadyEnded (409)."""
+        caller's wish already holds); a succeeded or failed job raises JobAlreadyEnded (409). `reason`
+        (free text, at most REASON_CHARS) is recorded in the audit event as `details.note`."""
         principal.require("jobs.cancel")
+        note = check_reason(reason)
         job = self._visible(principal, job_id)
         if not job.terminal:
             try:
                 with self._writes:
-                    canceled = self.store.cancel(job.id, actor=principal.actor)
+                    canceled = self.store.cancel(job.id, actor=principal.actor, note=note)
             except IllegalTransition:
                 job = self.store.get(job.id)  # it ended between the read and the fenced update
             else:
@@ -328,19 +363,21 @@ class Service:
             return job
         raise JobAlreadyEnded(f"job {job.id} already ended as {job.state.value}; there is nothing to cancel")
 
-    def delete(self, principal: Principal, job_id: str, request_id: str) -> Job:
+    def delete(self, principal: Principal, job_id: str, request_id: str, *, reason: str | None = None) -> Job:
         """Remove every byte of the job (input, all attempts, artifact) and keep its metadata as a
         tombstone; a running attempt is canceled first. Needs the tenant admin (jobs.delete); audited
-        with who asked."""
+        with who asked, the request id and the free-text `reason` (`details.note`)."""
         from docfence.maintenance.deletion import DeletionService
 
         principal.require("jobs.delete")
+        note = check_reason(reason)
         job = self._visible(principal, job_id)
         if not re.fullmatch(r"[A-Za-z0-9._:-]{1,128}", request_id):
-            raise InvalidRequest("the deletion request id must be 1-128 letters, digits or ._:-")
+            raise InvalidRequest("the deletion request id must be 1-128 letters, digits or ._:-",
+                                 field="request_id")
         with self._writes:
             DeletionService(self.store, self.router).delete_job(
-                job.id, actor=principal.actor, request_id=request_id)
+                job.id, actor=principal.actor, request_id=request_id, note=note)
         return self.store.get(job.id)
 
     def events(self, principal: Principal, job_id: str) -> tuple[list[AuditEvent], list[Attempt]]:
@@ -349,6 +386,9 @@ class Service:
         principal.require("jobs.read")
         job = self._visible(principal, job_id)
         events, attempts = self.store.audit_events(job.id), self.store.attempts(job.id)
+        if not principal.allows("jobs.recipient"):
+            events = [replace(e, details={k: HIDDEN if k in CALLER_FIELDS else v
+                                          for k, v in e.details.items()}) for e in events]
         if principal.allows("ops.workers"):
             return events, attempts
         return ([replace(e, actor=self.worker_alias(e.actor)) for e in events],
@@ -492,12 +532,43 @@ def _hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
-def _watermark(base: WatermarkSpec, given: Mapping[str, Any]) -> WatermarkSpec:
-    """The class's spec with the caller's fields; InvalidWatermark (400) names the field at fault."""
+def _marks(rules: MarkRules, base: WatermarkSpec,
+           request: SubmitRequest) -> tuple[WatermarkSpec, tuple[WatermarkSpec, ...]]:
+    """The job's marks (the class's, the caller's watermark over the first, or the caller's own list)
+    with the caller's field values checked; InvalidWatermark (400) names the field at fault."""
     try:
-        return WatermarkSpec.from_mapping(given, base)
+        first, more = resolve_marks(rules, base, given_watermark=request.watermark, given_marks=request.marks)
+        caller = {name: check_value(name, value) for name, value in _caller_fields(request).items()}
+        blank = blank_marks((first, *more), {**caller, "job_id": "x", "tenant": "x", "date": "x"})
+        if blank:
+            raise ConfigError(f"mark {blank[0]} draws nothing once its fields are filled (give "
+                              f"{', '.join(CALLER_FIELDS)} as its text needs)", field="marks")
+        _drawable((first, *more), caller)
     except ConfigError as exc:
-        raise InvalidWatermark(exc.message, field="watermark") from None
+        where = exc.field if exc.field in CALLER_FIELDS else ("marks" if request.marks is not None
+                                                              else "watermark")
+        raise InvalidWatermark(exc.message, field=where) from None
+    return first, more
+
+
+def _drawable(marks: tuple[WatermarkSpec, ...], caller: Mapping[str, str]) -> None:
+    """Images decoded and converted, and text with the caller's values laid out, now as the render
+    will: a logo or a recipient no installed font can draw fails the submission, not the job."""
+    from docfence.core.fields import fill
+    from docfence.engines.mark_art import check_image
+    from docfence.engines.outline_text import outline_text
+
+    for spec in marks:
+        if spec.image is not None:
+            check_image(spec.image)
+        elif caller and any(name in spec.fields for name in caller):
+            sample = {"date": "2026-01-01", "job_id": "x", "tenant": "x", "page": "1", "pages": "1"}
+            outline_text(fill(spec.text, {**sample, **caller}))
+
+
+def _caller_fields(request: SubmitRequest) -> dict[str, str]:
+    given = {"recipient": request.recipient, "purpose": request.purpose, "reference": request.reference}
+    return {name: value for name, value in given.items() if value is not None}
 
 
 def _request_hash(input_sha256: str, policy: JobPolicy, request: SubmitRequest) -> str:
@@ -510,6 +581,9 @@ def _request_hash(input_sha256: str, policy: JobPolicy, request: SubmitRequest) 
         chosen["label"] = request.label
     if request.password:
         chosen["password"] = True
+    if request.marks is not None:  # only when given: requests from before marks keep their hash
+        chosen["marks"] = [dict(m) for m in request.marks]
+    chosen.update(_caller_fields(request))
     canonical = json.dumps(chosen, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(f"{input_sha256}\n{canonical}".encode()).hexdigest()
 

@@ -32,12 +32,23 @@ from docfence.api.wire import (
 from docfence.core.clock import monotonic
 from docfence.core.errors import InvalidRequest, InvalidWatermark
 from docfence.core.states import JobState
-from docfence.service import MAX_LIST_LIMIT, JobDetail, JobQuery, Principal, Service, SubmitRequest
+from docfence.service import (
+    MAX_LIST_LIMIT,
+    REASON_CHARS,
+    JobDetail,
+    JobQuery,
+    Principal,
+    Service,
+    SubmitRequest,
+)
 
 MAX_WAIT_S = 20.0  # server cap of ?wait=: no request is held longer than this
 SAFETY_POLL_S = 5.0  # ?wait= re-reads the job at least this often, should a wake-up be lost
 SUBMIT_THREADS = 8  # bulkhead: uploads fsync; they must never take every thread status reads need
 JobId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
+#: Checked by Service (check_reason), so the refusal names the field the way every caller sees it.
+Reason = Annotated[str | None, Query(description=f"Why: free text, at most {REASON_CHARS} characters, no "
+                                     "control characters; recorded in the audit event as `details.note`")]
 _RETRY_AFTER = {"description": "Poll hint in seconds (only while the job is active)",
                 "schema": {"type": "string"}}
 
@@ -90,6 +101,22 @@ _WAIT = Query(ge=0, le=3600, description=f"Wait up to this many seconds (capped 
               "job to end: 201/200 with the ended job, else 202 with the job as it is")
 
 
+def _marks(raw: str | None) -> list[Any] | None:
+    """The `marks` form field as a JSON array of mark objects; InvalidWatermark (400) otherwise."""
+    if raw is None or raw == "":
+        return None
+    try:
+        value = json.loads(raw, parse_constant=_no_constants)
+    except ValueError as exc:
+        raise InvalidWatermark(f"marks must be a JSON array of mark objects ({exc})", field="marks") from None
+    if not isinstance(value, list) or not all(isinstance(m, dict) for m in value):
+        raise InvalidWatermark("marks must be a JSON array of mark objects", field="marks")
+    return value
+
+
+_HELP = "Value of the {%s} field in mark text (at most %d characters; stored on the job, never logged)"
+
+
 @router.post(
     "", status_code=201, response_model=JobOut,
     responses={200: {"model": JobOut, "description": "Replay of an earlier identical submission",
@@ -109,6 +136,12 @@ async def submit_job(
     watermark: Annotated[str | None, Form(max_length=4000, description="JSON: WatermarkSpec fields")] = None,
     label: Annotated[str | None, _LABEL] = None,
     password: Annotated[str | None, _PASSWORD] = None,
+    marks: Annotated[str | None, Form(max_length=16000, description="JSON array of marks (text with "
+                                      "{fields} or a class logo by name, position, pages, opacity, angle, "
+                                      "font_size, color, layer); replaces the class's marks")] = None,
+    recipient: Annotated[str | None, Form(max_length=2000, description=_HELP % ("recipient", 120))] = None,
+    purpose: Annotated[str | None, Form(max_length=2000, description=_HELP % ("purpose", 120))] = None,
+    reference: Annotated[str | None, Form(max_length=2000, description=_HELP % ("reference", 64))] = None,
     idempotency_key: Annotated[str | None, Header(min_length=1, max_length=200)] = None,
     wait: Annotated[float, _WAIT] = 0.0,
 ) -> JobOut:
@@ -119,14 +152,15 @@ async def submit_job(
     With `?wait=S` the answer comes once the job ended (or S, capped, ran out: then 202)."""
     request = SubmitRequest(document_class=document_class or None, mode=mode, deadline_s=deadline_s,
                             watermark=_watermark(watermark), idempotency_key=idempotency_key,
-                            label=label, filename=file.filename, password=password)
+                            label=label, filename=file.filename, password=password,
+                            marks=_marks(marks), recipient=recipient, purpose=purpose, reference=reference)
     call = functools.partial(service.submit, principal, file.file, request)
     job, created = await anyio.to_thread.run_sync(call, limiter=_submit_limiter(http_request))
     budget = min(wait, MAX_WAIT_S)
     if budget > 0 and not job.terminal:
         detail = await _read_until_terminal(service, principal, job.id, budget)
     else:
-        detail = await anyio.to_thread.run_sync(service.describe, job)
+        detail = await anyio.to_thread.run_sync(service.describe, job, principal)
     response.status_code = 201 if created else 200
     if budget > 0 and not detail.job.terminal:
         response.status_code = 202
@@ -169,7 +203,8 @@ async def submit_batch(
                              partial=partial)
     outcomes = await anyio.to_thread.run_sync(call, limiter=_submit_limiter(http_request))
     filenames = [req.filename for req in requests]
-    return await anyio.to_thread.run_sync(batch_out, outcomes, filenames, service.describe)
+    return await anyio.to_thread.run_sync(batch_out, outcomes, filenames,
+                                       functools.partial(service.describe, principal=principal))
 
 
 def _batch_items(raw: str | None, count: int) -> list[dict[str, Any]]:
@@ -263,10 +298,10 @@ async def _read_until_terminal(
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut, responses=error_responses(401, 403, 404, 409, 422))
-def cancel_job(job_id: JobId, service: ServiceDep, principal: JobsCancel) -> JobOut:
+def cancel_job(job_id: JobId, service: ServiceDep, principal: JobsCancel, reason: Reason = None) -> JobOut:
     """Cancel a queued or rendering job. A canceled job is returned unchanged; a succeeded or failed one
-    answers 409 `job_already_ended`."""
-    return job_out(service.describe(service.cancel(principal, job_id)))
+    answers 409 `job_already_ended`. `reason` is recorded in the audit event (`details.note`)."""
+    return job_out(service.describe(service.cancel(principal, job_id, reason=reason)))
 
 
 @router.delete("/{job_id}", response_model=JobOut, responses=error_responses(401, 403, 404, 409, 422))
@@ -274,9 +309,11 @@ def delete_job(
     job_id: JobId, service: ServiceDep, principal: JobsDelete,
     request_id: Annotated[str, Query(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$",
                                      description="The deletion request this fulfils (recorded)")],
+    reason: Reason = None,
 ) -> JobOut:
-    """Delete every byte of the job, keeping its metadata as a tombstone; later downloads answer 410."""
-    return job_out(service.describe(service.delete(principal, job_id, request_id)))
+    """Delete every byte of the job, keeping its metadata as a tombstone; later downloads answer 410.
+    `reason` is recorded in the audit events (`details.note`)."""
+    return job_out(service.describe(service.delete(principal, job_id, request_id, reason=reason)))
 
 
 @router.get("/{job_id}/events", response_model=EventsOut, responses=error_responses(401, 403, 404, 422))

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from docfence.core.marks import marks_view
 from docfence.core.records import Attempt, AuditEvent, Job
 from docfence.service import BatchOutcome, JobDetail
 
@@ -35,6 +36,16 @@ class JobError(BaseModel):
     message: str
 
 
+class MarkOut(BaseModel):
+    kind: str  # text | image
+    text: str | None  # the template as given (fields not filled); None for an image
+    position: str
+    pages: str
+    layer: str
+    opacity: float
+    fields: list[str]
+
+
 class JobOut(BaseModel):
     id: str
     state: str
@@ -57,6 +68,10 @@ class JobOut(BaseModel):
     input_bytes: int | None
     error: JobError | None
     artifact: ArtifactSummary | None
+    marks: list[MarkOut] = []
+    # field values frozen at submission; recipient, purpose and reference read "(hidden)" to keys
+    # without the submit or admin scope
+    fields: dict[str, str] = {}
 
 
 class JobListOut(BaseModel):
@@ -78,6 +93,10 @@ class BatchItemIn(BaseModel):
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
     label: str | None = Field(default=None, max_length=200)
     password: str | None = Field(default=None, max_length=1024)
+    marks: list[dict[str, Any]] | None = None
+    recipient: str | None = Field(default=None, max_length=2000)
+    purpose: str | None = Field(default=None, max_length=2000)
+    reference: str | None = Field(default=None, max_length=2000)
 
 
 class BatchItemOut(BaseModel):
@@ -155,7 +174,9 @@ def job_out(detail: JobDetail) -> JobOut:
     summary = None
     if artifact is not None and artifact.deleted_at is None:
         summary = ArtifactSummary(sha256=artifact.sha256, bytes=artifact.bytes, pages=artifact.pages)
+    view = marks_view(job.policy, recipient_visible=detail.recipient_visible)
     return JobOut(
+        marks=[MarkOut(**m) for m in view["marks"]], fields=view["fields"],
         id=job.id, state=job.state.value, terminal=job.terminal, kind=job.kind,
         document_class=job.document_class, mode=job.mode, region=job.region, attempt=job.attempt,
         max_attempts=job.max_attempts, deadline_at=job.deadline_at, created_at=job.created_at,

@@ -33,8 +33,10 @@ from docfence.core.errors import ApiError, DocfenceError
 EXIT_JOB_ENDED = EXIT_FAILED
 MAX_PARALLEL_WAITS = 8  # one HTTP long-poll each; the server caps each at 20 s
 #: Request fields as this command's flags, so a refusal names what the user typed.
-FLAGS = {"deadline_s": "--deadline", "document_class": "--class", "mode": "--mode", "watermark": "--text",
-         "idempotency_key": "--idempotency-key", "label": "--label", "password": "--password-file"}
+FLAGS = {"reason": "--reason",
+         "deadline_s": "--deadline", "document_class": "--class", "mode": "--mode", "watermark": "--text",
+         "idempotency_key": "--idempotency-key", "label": "--label", "password": "--password-file",
+         "marks": "--marks", "recipient": "--recipient", "purpose": "--purpose", "reference": "--reference"}
 BATCH = 100  # files per batch request (the server takes up to 200; 100 keeps each request small)
 
 
@@ -52,6 +54,11 @@ def register(sub: Any) -> None:
     submit.add_argument("--mode", choices=["vector", "raster"])
     submit.add_argument("--text", help="watermark text")
     submit.add_argument("--deadline", type=float, dest="deadline_s", help="seconds (within the class max)")
+    submit.add_argument("--marks", type=_json_list, metavar="JSON",
+                        help="the job's marks as a JSON array (replaces the class's; see docs/watermarks.md)")
+    submit.add_argument("--recipient", help="fills {recipient} in the marks (stored on the job, audited)")
+    submit.add_argument("--purpose", help="fills {purpose} in the marks")
+    submit.add_argument("--reference", help="fills {reference} in the marks")
     submit.add_argument("--idempotency-key", help="with several files, suffixed -1, -2, ...")
     submit.add_argument("--label", help="your own tag for the jobs (search: docfence jobs --label)")
     submit.add_argument("--password-file", metavar="F",
@@ -62,10 +69,10 @@ def register(sub: Any) -> None:
     submit.add_argument("--budget", type=float, default=45.0,
                         help="seconds to wait for the whole batch (default 45)")
     submit.set_defaults(func=_guard(run_submit))
-    for name, helptext, fn in (("status", "show a job", run_status), ("cancel", "cancel a job", run_cancel)):
-        p = sub.add_parser(name, parents=[common], help=helptext)
-        p.add_argument("job")
-        p.set_defaults(func=_guard(fn))
+    status = sub.add_parser("status", parents=[common], help="show a job")
+    status.add_argument("job")
+    status.set_defaults(func=_guard(run_status))
+    register_cancel(sub, common)
     listing = sub.add_parser("jobs", parents=[common], help="list and search your jobs, newest first")
     listing.add_argument("--state", choices=["queued", "rendering", "succeeded", "failed", "canceled"])
     listing.add_argument("--class", dest="document_class")
@@ -85,6 +92,14 @@ def register(sub: Any) -> None:
     download.add_argument("job")
     download.add_argument("--out", required=True, help="file or folder")
     download.set_defaults(func=_guard(run_download))
+
+
+def _json_list(raw: str) -> list[Any]:
+    """--marks: a JSON array of objects (argparse reports the ValueError as a usage error)."""
+    value = json.loads(raw)
+    if not isinstance(value, list) or not all(isinstance(m, dict) for m in value):
+        raise ValueError("not a JSON array of objects")
+    return value
 
 
 def _client(args: argparse.Namespace) -> DocfenceClient:
@@ -195,10 +210,17 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
             "watermark": {"text": args.text} if args.text else None, "label": args.label}
 
 
+def _mark_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The marks and their caller fields, given only when set (a batch carries them per item)."""
+    chosen = {"marks": args.marks, "recipient": args.recipient, "purpose": args.purpose,
+              "reference": args.reference}
+    return {k: v for k, v in chosen.items() if v is not None}
+
+
 def _submit_one(client: DocfenceClient, item: _Item, args: argparse.Namespace, password: str | None) -> None:
     try:
         item.job = client.submit(item.path, idempotency_key=args.idempotency_key, password=password,
-                                 **_options(args))
+                                 **_options(args), **_mark_options(args))
     except ApiError as exc:
         item.fail(exc, EXIT_REQUEST)
     except OSError as exc:
@@ -220,7 +242,7 @@ def _submit_batches(client: DocfenceClient, items: list[_Item], args: argparse.N
         chunk = readable[start:start + BATCH]
         per_item = [{k: v for k, v in (("idempotency_key", f"{args.idempotency_key}-{index}"
                                         if args.idempotency_key else None), ("password", password)) if v}
-                    for index, _, _ in chunk]
+                    | _mark_options(args) for index, _, _ in chunk]
         try:
             batch = client.submit_batch([doc for _, _, doc in chunk], items=per_item, partial=True,
                                         **_options(args))
@@ -324,9 +346,17 @@ def run_status(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def register_cancel(sub: Any, common: argparse.ArgumentParser) -> None:
+    cancel = sub.add_parser("cancel", parents=[common], help="cancel a queued or rendering job")
+    cancel.add_argument("job")
+    cancel.add_argument("--reason", default=None,
+                        help="why, free text up to 200 characters (recorded in the job's audit events)")
+    cancel.set_defaults(func=_guard(run_cancel))
+
+
 def run_cancel(args: argparse.Namespace) -> int:
     with _client(args) as client:
-        _show(client.cancel(args.job), args.json)
+        _show(client.cancel(args.job, reason=args.reason), args.json)
     return EXIT_OK
 
 

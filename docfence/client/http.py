@@ -96,14 +96,22 @@ class DocfenceClient:
         document_class: str | None = None, mode: str | None = None,
         watermark: Mapping[str, Any] | None = None, deadline_s: float | None = None,
         label: str | None = None, password: str | None = None, wait_s: float | None = None,
+        marks: Sequence[Mapping[str, Any]] | None = None, recipient: str | None = None,
+        purpose: str | None = None, reference: str | None = None,
     ) -> JobView:
         """Upload a PDF and create a job (the same idempotency key and request return the same job).
 
         `label`: your own tag (search with `list_jobs(label=...)`). `password`: the PDF's, sealed by the
         server beside the input and used by the render only. `wait_s`: answer once the job ended or
-        that long (capped by the server) ran out; `JobView.terminal` tells which."""
+        that long (capped by the server) ran out; `JobView.terminal` tells which. `marks` replaces the
+        class's marks; recipient, purpose and reference fill the marks' fields."""
         data = _options(document_class=document_class, mode=mode, deadline_s=deadline_s,
                         watermark=watermark, label=label, password=password)
+        if marks is not None:
+            data["marks"] = json.dumps([dict(m) for m in marks])
+        for name, value in (("recipient", recipient), ("purpose", purpose), ("reference", reference)):
+            if value is not None:
+                data[name] = value
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
         params = {"wait": f"{wait_s:g}"} if wait_s else None
         timeout = self.timeout_s + wait_s if wait_s else None
@@ -162,8 +170,16 @@ class DocfenceClient:
         params = {"wait": f"{wait_s:g}"} if wait_s else None
         return _job(self._request("GET", f"/v1/jobs/{job_id}", params=params, timeout=timeout_s))
 
-    def cancel(self, job_id: str) -> JobView:
-        return _job(self._request("POST", f"/v1/jobs/{job_id}/cancel"))
+    def cancel(self, job_id: str, *, reason: str | None = None) -> JobView:
+        """Cancel a queued or rendering job; `reason` (free text, at most 200 characters) is audited."""
+        params = {"reason": reason} if reason else None
+        return _job(self._request("POST", f"/v1/jobs/{job_id}/cancel", params=params))
+
+    def delete(self, job_id: str, *, request_id: str, reason: str | None = None) -> JobView:
+        """Remove every byte of a job (needs the tenant admin key), keeping its metadata as a tombstone;
+        `request_id` names the deletion request it fulfils and `reason` says why (both audited)."""
+        params = {"request_id": request_id, **({"reason": reason} if reason else {})}
+        return _job(self._request("DELETE", f"/v1/jobs/{job_id}", params=params))
 
     def events(self, job_id: str) -> dict[str, Any]:
         """The audit timeline (`events`) and attempt history (`attempts`) of a job."""

@@ -33,6 +33,8 @@ class JobView:
     retry_after_s: float | None = None
     label: str | None = None
     filename: str | None = None
+    marks: list[dict[str, Any]] = field(default_factory=list)  # kind, text template, placement
+    fields: dict[str, str] = field(default_factory=dict)  # values; recipient "(hidden)" without rights
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -51,7 +53,7 @@ class JobView:
             error_code=error.get("code"), error_message=error.get("message"),
             artifact=ArtifactView(str(art["sha256"]), int(art["bytes"]), int(art["pages"])) if art else None,
             retry_after_s=_seconds(retry_after), label=data.get("label"), filename=data.get("filename"),
-            raw=data,
+            raw=data, marks=list(data.get("marks") or []), fields=dict(data.get("fields") or {}),
         )
 
 

@@ -47,6 +47,7 @@ class CancelMatchingIn(BaseModel):
     mode: Literal["vector", "raster"] | None = None
     document_class: str | None = Field(default=None, max_length=64)
     min_age_s: float | None = Field(default=None, ge=0)
+    reason: str | None = Field(default=None, max_length=200)
 
 
 class ModeIn(BaseModel):
@@ -157,7 +158,8 @@ def job_detail(job_id: str, service: ServiceDep, principal: ConsoleRead) -> dict
     ins = inspect_job(service.store, job_id)
     if own is not None and ins.job.tenant != own:
         raise NotFound(f"no job {job_id}")  # another tenant's job looks missing
-    return _mask_workers(inspection_dict(ins), principal, service)
+    detail = inspection_dict(ins, recipient_visible=principal.allows("jobs.recipient"))
+    return _mask_workers(detail, principal, service)
 
 
 @router.post("/console/api/cancel-matching")
@@ -173,7 +175,7 @@ def cancel_matching(body: CancelMatchingIn, service: ServiceDep, principal: Jobs
                                     document_class=body.document_class or None, min_age_s=body.min_age_s,
                                     now=now):
             try:
-                service.cancel(principal, row["id"])
+                service.cancel(principal, row["id"], reason=body.reason)
                 canceled.append(row["id"])
             except JobAlreadyEnded:
                 skipped.append(row["id"])
