@@ -20,6 +20,8 @@ from docfence.core.policy import (
     Limits,
     Mode,
     SanitizePolicy,
+    SigningSpec,
+    VerificationSpec,
     WatermarkSpec,
 )
 
@@ -43,6 +45,8 @@ class DocumentClass:
     sanitize: SanitizePolicy = field(default_factory=SanitizePolicy)  # default: strip (leaves the org)
     validation: str = "standard"  # standard | exhaustive (see JobPolicy.validation)
     limits: dict[str, Any] = field(default_factory=dict)  # per-class overrides of [limits], e.g. budgets
+    verification: VerificationSpec | None = None  # [classes.NAME.verification]: a QR verification code
+    signing: SigningSpec | None = None  # [classes.NAME.signing]: a PAdES signature with [signing]'s key
 
     def __post_init__(self) -> None:
         if not 0 < self.deadline_s <= self.max_deadline_s:
@@ -107,6 +111,34 @@ class ServerConfig:
 
 
 @dataclass(frozen=True)
+class VerificationConfig:
+    """`[verification]`: where recipients check a document, and the name they are shown as its issuer."""
+
+    public_base_url: str = ""  # e.g. https://verify.example.org; the QR code encodes URLs under it
+    organisation: str = ""  # the issuer's name GET /v1/verify/{job_id} answers with
+
+    def __post_init__(self) -> None:
+        url = self.public_base_url
+        if url and (not url.startswith(("https://", "http://")) or any(c in url for c in "?# ")
+                    or len(url) > 200):
+            raise ConfigError(f"public_base_url={url!r}: must be an http(s) URL of at most 200 characters "
+                              "without a query or fragment")
+        if len(self.organisation) > 200:
+            raise ConfigError("organisation must be at most 200 characters")
+
+
+@dataclass(frozen=True)
+class SigningConfig:
+    """`[signing]`: the organisation's PKCS#12 file for signed outputs (not the secret of signed URLs)."""
+
+    pkcs12: str = ""  # path to the .p12/.pfx file: private key, certificate and its chain
+    pkcs12_password: str = ""  # or DOCFENCE_SIGNING_PKCS12_PASSWORD
+
+    def __repr__(self) -> str:  # the password never reaches a log or a traceback
+        return f"SigningConfig(pkcs12={self.pkcs12!r})"
+
+
+@dataclass(frozen=True)
 class Settings:
     database_url: str = DEFAULT_DATABASE_URL
     storage_url: str = DEFAULT_STORAGE_URL
@@ -124,6 +156,8 @@ class Settings:
     staging_grace_s: float = 60.0
     report_processors: tuple[str, ...] = ()  # outside renderers report requests may name
     log_level: str = "INFO"
+    verification: VerificationConfig = field(default_factory=VerificationConfig)
+    signing: SigningConfig = field(default_factory=SigningConfig)
 
     def __post_init__(self) -> None:
         if not self.database_url.startswith(("sqlite:///", "postgresql://", "postgres://")):
@@ -136,6 +170,11 @@ class Settings:
             raise ConfigError("DOCFENCE_STAGING_GRACE_S must be in [0, 86400]")
         if self.default_class not in self.all_classes():
             raise ConfigError(f"default_class {self.default_class!r} is not a configured class")
+        for cls in self.all_classes().values():
+            if cls.verification is not None and not self.verification.public_base_url:
+                raise ConfigError(f"[classes.{cls.name}.verification] needs [verification] public_base_url")
+            if cls.signing is not None and not self.signing.pkcs12:
+                raise ConfigError(f"[classes.{cls.name}.signing] needs [signing] pkcs12 (the key file)")
 
     def all_classes(self) -> dict[str, DocumentClass]:
         return self.classes or {"default": DocumentClass("default")}
@@ -167,6 +206,8 @@ class Settings:
             limits=replace(self.limits, **cls.limits) if cls.limits else self.limits,
             sanitize=cls.sanitize,
             validation=cls.validation,
+            verification=cls.verification,
+            signing=cls.signing,
         )
         return base.evolve(**overrides) if overrides else base
 
@@ -311,13 +352,19 @@ def _build(data: dict[str, Any], env: dict[str, str]) -> Settings:
     known = {f.name: str(f.type) for f in fields(Settings)}
     unknown = sorted(set(data) - set(known))
     if unknown:
-        top = sorted({*known, "builtin_classes"} - {"classes", "worker", "limits", "server"})
+        top = sorted({*known, "builtin_classes"} - {"classes", "worker", "limits", "server", "verification",
+                                                    "signing"})
         raise ConfigError(f"unknown setting {unknown[0]!r} (allowed top-level keys: {', '.join(top)}; "
-                          "tables: [classes.NAME], [worker], [limits], [server])")
+                          "tables: [classes.NAME], [worker], [limits], [server], [verification], [signing])")
     sources = {name: name for name in data}
     worker_table = data.pop("worker", {})
     limits = _section(Limits, "[limits]", data.pop("limits", {}))
     data["server"] = _section(ServerConfig, "[server]", data.pop("server", {}))
+    data["verification"] = _section(VerificationConfig, "[verification]", data.pop("verification", {}))
+    signing = data.pop("signing", {})
+    if env.get("DOCFENCE_SIGNING_PKCS12_PASSWORD") and isinstance(signing, dict):
+        signing = {**signing, "pkcs12_password": env["DOCFENCE_SIGNING_PKCS12_PASSWORD"]}
+    data["signing"] = _section(SigningConfig, "[signing]", signing)
     classes = _classes(data.pop("classes", {}), builtin)
     if "report_processors" in data:
         procs = data["report_processors"]
@@ -327,7 +374,7 @@ def _build(data: dict[str, Any], env: dict[str, str]) -> Settings:
     if "regions" in data and not isinstance(data["regions"], dict):
         raise _invalid("regions", data["regions"], "must be a table of region = storage URL")
     for name in list(data):
-        if name not in ("server", "regions", "report_processors"):
+        if name not in ("server", "regions", "report_processors", "verification", "signing"):
             data[name] = _typed(name, data[name], known[name])
     for var, (name, typ) in _ENV.items():
         if env.get(var):
@@ -402,4 +449,11 @@ def _doc_class(name: str, spec: Any) -> DocumentClass:
             spec["sanitize"] = _section(SanitizePolicy, f"{label}.sanitize", policy)
         except TypeError as exc:
             raise ConfigError(f"{label}.sanitize: {exc}") from None
+    for key, spec_cls in (("verification", VerificationSpec), ("signing", SigningSpec)):
+        if key in spec:
+            if not isinstance(spec[key], dict):
+                raise _invalid(f"{label}.{key}", spec[key], f"must be a table of {key} settings")
+            if key == "verification" and {"url", "code"} & set(spec[key]):
+                raise ConfigError(f"{label}.verification: url and code are set per job, not per class")
+            spec[key] = _section(spec_cls, f"{label}.{key}", spec[key])
     return _section(DocumentClass, label, spec, name=name)  # type: ignore[no-any-return]

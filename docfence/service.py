@@ -50,6 +50,7 @@ from docfence.core.states import JobState
 from docfence.observability import metrics
 from docfence.store.base import Store
 from docfence.store.wakeups import JobEndWatch
+from docfence.verification import Verifier
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +174,7 @@ class Service:
         self.settings, self.store, self.router = settings, store, router
         self.clock = clock or SystemClock()
         self._secret = signing_secret or load_signing_secret(settings)
+        self.verifier = Verifier(settings, store, self._secret)  # verification codes and /v1/verify
         # SQLite has one writer: queueing writers here, not in SQLite's sleeping busy handler, keeps
         # a burst of submits from starving the threadpool that status reads also need.
         self._writes = threading.BoundedSemaphore(1 if getattr(store, "dialect", "") == "sqlite" else 32)
@@ -193,8 +195,9 @@ class Service:
         limit = int(self.settings.max_upload_bytes)
         sniffed = _SniffedPdf(stream)
         info = blobs.put_stream(key, _CappedReader(sniffed, limit), max_bytes=limit)
-        new = NewJob(
-            tenant=tenant, policy=policy, input_key=key, input_sha256=info.sha256, input_bytes=info.bytes,
+        issued = self.verifier.issue(policy, job_id, info.sha256)  # its verification URL, if any
+        new = NewJob(  # the request hash covers the policy before its job-specific verification URL
+            tenant=tenant, policy=issued, input_key=key, input_sha256=info.sha256, input_bytes=info.bytes,
             idempotency_key=request.idempotency_key, request_hash=_request_hash(info.sha256, policy, request),
             actor=principal.actor, job_id=job_id,
         )
