@@ -116,8 +116,12 @@ class VerificationConfig:
 
     public_base_url: str = ""  # e.g. https://verify.example.org; the QR code encodes URLs under it
     organisation: str = ""  # the issuer's name GET /v1/verify/{job_id} answers with
+    requests_per_minute: int = 30  # per client address, on /v1/verify (no key there)
+    burst: int = 10
 
     def __post_init__(self) -> None:
+        if not 0 < self.requests_per_minute <= 100_000 or not 0 < self.burst <= 10_000:
+            raise ConfigError("requests_per_minute and burst must be positive (at most 100000 and 10000)")
         url = self.public_base_url
         if url and (not url.startswith(("https://", "http://")) or any(c in url for c in "?# ")
                     or len(url) > 200):
