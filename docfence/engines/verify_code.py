@@ -207,7 +207,9 @@ def _xobject_names(page: pikepdf.Dictionary) -> set[str]:
 def _same_form(found: Any, expected: pikepdf.Stream) -> bool:
     if not isinstance(found, pikepdf.Stream) or found.read_bytes() != expected.read_bytes():
         return False
-    if list(found.get("/BBox", [])) != [0, 0, 1, 1]:
+    if found.get("/Subtype") != pikepdf.Name.Form or list(found.get("/BBox", [])) != [0, 0, 1, 1]:
+        return False
+    if "/Matrix" in found:  # the page's draw operation alone places and scales the code
         return False
     want = expected.get("/Resources")
     if want is None:

@@ -17,7 +17,7 @@ from docfence.core.clock import SystemClock
 
 
 @dataclass(frozen=True)
-class TestCa:
+class ThrowawayCa:
     ca_pem: bytes
     pkcs12: bytes
     password: str
@@ -49,7 +49,7 @@ def _cert(subject: str, issuer: str, public: rsa.RSAPublicKey, signing_key: rsa.
     return builder.sign(signing_key, hashes.SHA256())
 
 
-def make_test_ca(password: str = "test-pkcs12-pass", now: datetime | None = None) -> TestCa:
+def make_test_ca(password: str = "test-pkcs12-pass", now: datetime | None = None) -> ThrowawayCa:
     """A CA and a leaf valid from yesterday for 30 days, packed as PKCS#12 (leaf key, leaf, CA)."""
     now = now or SystemClock().now()
     ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -60,10 +60,10 @@ def make_test_ca(password: str = "test-pkcs12-pass", now: datetime | None = None
                  ca=False, now=now)
     p12 = pkcs12.serialize_key_and_certificates(
         b"docfence", leaf_key, leaf, [ca], serialization.BestAvailableEncryption(password.encode()))
-    return TestCa(ca.public_bytes(serialization.Encoding.PEM), p12, password)
+    return ThrowawayCa(ca.public_bytes(serialization.Encoding.PEM), p12, password)
 
 
-def write_test_ca(folder: Path, password: str = "test-pkcs12-pass") -> tuple[Path, TestCa]:
+def write_test_ca(folder: Path, password: str = "test-pkcs12-pass") -> tuple[Path, ThrowawayCa]:
     """The PKCS#12 file written into `folder` (mode 0600, as an operator would keep it) and the CA."""
     made = make_test_ca(password)
     path = folder / "signer.p12"
