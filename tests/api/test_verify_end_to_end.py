@@ -17,6 +17,7 @@ from docfence.blobs import RegionRouter
 from docfence.config import DocumentClass, SigningConfig, VerificationConfig
 from docfence.core.policy import SigningSpec, VerificationSpec
 from docfence.engines import samples
+from docfence.observability.inspect import format_inspection, inspect_job, inspection_dict
 from docfence.testing.signing_ca import write_test_ca
 from docfence.testing.stores import temporary_pg_database
 from docfence.worker.runner import Worker
@@ -75,3 +76,11 @@ def test_issued_document_carries_a_decodable_code_and_a_whole_file_signature(iss
     match = httpx.post(f"{env.base_url}/v1/verify/{job.id}", params={"c": spec.code},
                        files={"file": ("issued.pdf", data, "application/pdf")}).json()
     assert match == {"match": True, "sha256": sha}
+    ins = inspect_job(env.store, job.id)
+    issued = inspection_dict(ins)["issue"]
+    assert issued["verification"] == {"pages": "1,3", "url": spec.url, "status": "ok"}
+    assert issued["signature"]["status"] == "ok" and issued["signature"]["visible"] is True
+    assert "Example Health Documents" in issued["signature"]["signer"]
+    screen = format_inspection(ins)
+    assert f"code       ok (pages 1,3) {spec.url}" in screen
+    assert "signature  ok (visible, " in screen
