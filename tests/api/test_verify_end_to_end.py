@@ -6,6 +6,7 @@ valid and covers the whole file (pdfsig), and /v1/verify answers with its sha256
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ import httpx
 import pytest
 
 from docfence.blobs import RegionRouter
+from docfence.cli import main
 from docfence.config import DocumentClass, SigningConfig, VerificationConfig
 from docfence.core.policy import SigningSpec, VerificationSpec
 from docfence.engines import samples
@@ -45,8 +47,8 @@ def issuing_env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ApiE
         yield env
 
 
-def test_issued_document_carries_a_decodable_code_and_a_whole_file_signature(issuing_env: ApiEnv,
-                                                                              tmp_path: Path) -> None:
+def test_issued_document_carries_a_decodable_code_and_a_whole_file_signature(
+        issuing_env: ApiEnv, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     env = issuing_env
     with env.client() as client:
         job = client.submit(samples.many_pages(3), document_class="shared")
@@ -84,3 +86,13 @@ def test_issued_document_carries_a_decodable_code_and_a_whole_file_signature(iss
     screen = format_inspection(ins)
     assert f"code       ok (pages 1,3) {spec.url}" in screen
     assert "signature  ok (visible, " in screen
+    with env.client() as client:  # the client and the CLI, as a recipient would use them (no key sent)
+        assert client.verify(job.id, spec.code, document=path) == match
+        assert client.verify(job.id, spec.code)["sha256"] == sha
+    capsys.readouterr()
+    assert main(["verify", spec.url, "--url", env.base_url, "--file", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == match
+    assert main(["verify", job.id, "--code", spec.code, "--url", env.base_url, "--sha256", "0" * 64]) == 1
+    assert capsys.readouterr().out.startswith("NO MATCH")
+    assert main(["verify", job.id, "--code", "A" * 16, "--url", env.base_url]) == 4
+    assert "not_found" in capsys.readouterr().err
