@@ -191,7 +191,7 @@ class SigningSpec:
     nothing to them, and re-encrypting would change what the validator proved."""
 
     visible: bool = False
-    page: str = "last"  # first | last: where a visible signature's box goes
+    page: str = "first"  # first | last: where a visible box goes ("last" reads every page object)
     reason: str = "Issued by docfence"
     field_name: str = "DocfenceSignature"
 

@@ -142,7 +142,10 @@ def sign(data: bytes, spec: SigningSpec, key: SigningKey) -> bytes:
         raise MalformedPdf("the validated output could not be opened for signing") from exc
     if writer.prev.encrypted:
         raise SigningRefused()
-    page = 0 if spec.page == "first" else -1
+    # an invisible signature's (zero-size) widget goes on the first page: pyHanko finds page n by
+    # reading every page object before it, so a widget on the last page of a long document costs
+    # O(pages) object reads (~1 ms each); only a visible box on the last page pays that
+    page = -1 if spec.visible and spec.page == "last" else 0
     box = _box(writer, page) if spec.visible else None
     meta = signers.PdfSignatureMetadata(field_name=spec.field_name, reason=spec.reason or None,
                                         subfilter=fields.SigSeedSubFilter.PADES, md_algorithm="sha256")

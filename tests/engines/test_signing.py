@@ -59,10 +59,19 @@ def test_signed_output_validates_with_pyhanko_and_pdfsig(marked: bytes, key: sig
     assert checks[0]["signer"] and "Example Health Documents" in str(checks[0]["signer"])
     report = pdfsig(signed, tmp_path)
     assert "Signature is Valid" in report and "Total document signed" in report, report
-    with pikepdf.open(io.BytesIO(signed)) as pdf:
-        widget = next(a for a in pdf.pages[-1].obj.get("/Annots", []) if a.get("/FT") == "/Sig")
+    with pikepdf.open(io.BytesIO(signed)) as pdf:  # the widget is on the first page (see SigningSpec.page)
+        widget = next(a for a in pdf.pages[0].obj.get("/Annots", []) if a.get("/FT") == "/Sig")
         width = float(widget.Rect[2]) - float(widget.Rect[0])
     assert (width > 0) is visible
+
+
+def test_a_visible_signature_on_the_last_page(marked: bytes, key: signing.SigningKey) -> None:
+    spec = SigningSpec(visible=True, page="last")
+    signed = signing.sign(marked, spec, key)
+    assert failed(signing.prove(signed, spec, key)) == set()
+    with pikepdf.open(io.BytesIO(signed)) as pdf:
+        assert any(a.get("/FT") == "/Sig" for a in pdf.pages[-1].obj.get("/Annots", []))
+        assert not pdf.pages[0].obj.get("/Annots")
 
 
 def test_code_then_signature_in_one_pipeline(key: signing.SigningKey, tmp_path: Path) -> None:
