@@ -54,6 +54,7 @@ class JobOut(BaseModel):
     input_bytes: int | None
     error: JobError | None
     artifact: ArtifactSummary | None
+    verification_url: str | None = None  # what the document's QR code encodes, when its class has one
 
 
 class EventOut(BaseModel):
@@ -121,6 +122,7 @@ def job_out(detail: JobDetail) -> JobOut:
         updated_at=job.updated_at, finished_at=job.finished_at, deleted_at=job.deleted_at,
         idempotency_key=job.idempotency_key, input_sha256=job.input_sha256, input_bytes=job.input_bytes,
         error=error, artifact=summary,
+        verification_url=job.policy.verification.url if job.policy.verification is not None else None,
     )
 
 

@@ -51,6 +51,10 @@ def test_submission_freezes_the_url_and_code_in_the_policy(venv: ApiEnv) -> None
     job_id, code = _issued(venv)
     job = venv.store.get(job_id)
     spec = job.policy.verification
+    with venv.client() as client:
+        assert spec is not None and client.get(job_id).raw["verification_url"] == spec.url
+        plain = client.submit(samples.many_pages(1), document_class="default")
+        assert plain.raw["verification_url"] is None
     assert spec is not None and spec.pages == "all"
     assert code == verification_code(venv.service._secret, job_id, job.input_sha256 or "")
     url = urlsplit(spec.url)
