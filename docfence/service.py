@@ -55,13 +55,15 @@ from docfence.verification import Verifier
 log = logging.getLogger(__name__)
 
 KEY_PREFIX = "dfk_"
+REASON_CHARS = 200  # a cancel or delete reason, free text kept in the audit event
 SNIFF_BYTES = 1024  # a PDF's %PDF- header must start within these first bytes (as PDF readers accept)
 _TENANT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _KEY_ID_RE = re.compile(r"[0-9a-f]{12}")
 #: Actors that name a process (worker host and pid): anything but a key reference that holds a digit.
 _PROCESS_ACTOR_RE = re.compile(r"(?!key:).*[0-9].*")
 __all__ = ["SCOPES", "Download", "Forbidden", "InvalidRequest", "JobDetail", "Principal", "Service",
-           "SubmitRequest", "Unauthorized", "build_service", "check_tenant", "load_signing_secret"]
+           "SubmitRequest", "Unauthorized", "build_service", "check_reason", "check_tenant",
+           "load_signing_secret"]
 
 
 # -- submissions --------------------------------------------------------------------------------------
@@ -140,6 +142,19 @@ def check_tenant(tenant: str) -> str:
     if not isinstance(tenant, str) or not _TENANT_RE.fullmatch(tenant):
         raise InvalidRequest("tenant must match [A-Za-z0-9][A-Za-z0-9._-]* (at most 64 characters)")
     return tenant
+
+
+def check_reason(reason: str | None) -> str | None:
+    """A caller's free-text reason, trimmed (None when blank); InvalidRequest names the field when it
+    is longer than REASON_CHARS or holds control characters (it is shown in timelines)."""
+    if reason is None or not reason.strip():
+        return None
+    text = reason.strip()
+    if len(text) > REASON_CHARS:
+        raise InvalidRequest(f"reason: at most {REASON_CHARS} characters (got {len(text)})", field="reason")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
+        raise InvalidRequest("reason: control characters (newlines, tabs) are not allowed", field="reason")
+    return text
 
 
 def load_signing_secret(settings: Settings) -> bytes:
@@ -258,15 +273,17 @@ class Service:
         """
         return self.store.watch_job_end((job_id,), on_wake=on_wake)
 
-    def cancel(self, principal: Principal, job_id: str) -> Job:
+    def cancel(self, principal: Principal, job_id: str, *, reason: str | None = None) -> Job:
         """Cancel a queued or rendering job. Cancelling a canceled job again returns it unchanged (the
-        caller's wish already holds); a succeeded or failed job raises JobAlreadyEnded (409)."""
+        caller's wish already holds); a succeeded or failed job raises JobAlreadyEnded (409). `reason`
+        (free text, at most REASON_CHARS) is recorded in the audit event as `details.note`."""
         principal.require("jobs.cancel")
+        note = check_reason(reason)
         job = self._visible(principal, job_id)
         if not job.terminal:
             try:
                 with self._writes:
-                    canceled = self.store.cancel(job.id, actor=principal.actor)
+                    canceled = self.store.cancel(job.id, actor=principal.actor, note=note)
             except IllegalTransition:
                 job = self.store.get(job.id)  # it ended between the read and the fenced update
             else:
@@ -276,19 +293,21 @@ class Service:
             return job
         raise JobAlreadyEnded(f"job {job.id} already ended as {job.state.value}; there is nothing to cancel")
 
-    def delete(self, principal: Principal, job_id: str, request_id: str) -> Job:
+    def delete(self, principal: Principal, job_id: str, request_id: str, *, reason: str | None = None) -> Job:
         """Remove every byte of the job (input, all attempts, artifact) and keep its metadata as a
         tombstone; a running attempt is canceled first. Needs the tenant admin (jobs.delete); audited
-        with who asked."""
+        with who asked, the request id and the free-text `reason` (`details.note`)."""
         from docfence.maintenance.deletion import DeletionService
 
         principal.require("jobs.delete")
+        note = check_reason(reason)
         job = self._visible(principal, job_id)
         if not re.fullmatch(r"[A-Za-z0-9._:-]{1,128}", request_id):
-            raise InvalidRequest("the deletion request id must be 1-128 letters, digits or ._:-")
+            raise InvalidRequest("the deletion request id must be 1-128 letters, digits or ._:-",
+                                 field="request_id")
         with self._writes:
             DeletionService(self.store, self.router).delete_job(
-                job.id, actor=principal.actor, request_id=request_id)
+                job.id, actor=principal.actor, request_id=request_id, note=note)
         return self.store.get(job.id)
 
     def events(self, principal: Principal, job_id: str) -> tuple[list[AuditEvent], list[Attempt]]:

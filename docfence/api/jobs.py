@@ -19,12 +19,15 @@ from docfence.api.wire import EventsOut, JobOut, events_out, job_out
 from docfence.core.clock import monotonic
 from docfence.core.errors import InvalidWatermark
 from docfence.core.states import JobState
-from docfence.service import JobDetail, Principal, Service, SubmitRequest
+from docfence.service import REASON_CHARS, JobDetail, Principal, Service, SubmitRequest
 
 MAX_WAIT_S = 20.0  # server cap of ?wait=: no request is held longer than this
 SAFETY_POLL_S = 5.0  # ?wait= re-reads the job at least this often, should a wake-up be lost
 SUBMIT_THREADS = 8  # bulkhead: uploads fsync; they must never take every thread status reads need
 JobId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
+#: Checked by Service (check_reason), so the refusal names the field the way every caller sees it.
+Reason = Annotated[str | None, Query(description=f"Why: free text, at most {REASON_CHARS} characters, no "
+                                     "control characters; recorded in the audit event as `details.note`")]
 _RETRY_AFTER = {"description": "Poll hint in seconds (only while the job is active)",
                 "schema": {"type": "string"}}
 
@@ -146,10 +149,10 @@ async def _read_until_terminal(
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut, responses=error_responses(401, 403, 404, 409, 422))
-def cancel_job(job_id: JobId, service: ServiceDep, principal: JobsCancel) -> JobOut:
+def cancel_job(job_id: JobId, service: ServiceDep, principal: JobsCancel, reason: Reason = None) -> JobOut:
     """Cancel a queued or rendering job. A canceled job is returned unchanged; a succeeded or failed one
-    answers 409 `job_already_ended`."""
-    return job_out(service.describe(service.cancel(principal, job_id)))
+    answers 409 `job_already_ended`. `reason` is recorded in the audit event (`details.note`)."""
+    return job_out(service.describe(service.cancel(principal, job_id, reason=reason)))
 
 
 @router.delete("/{job_id}", response_model=JobOut, responses=error_responses(401, 403, 404, 409, 422))
@@ -157,9 +160,11 @@ def delete_job(
     job_id: JobId, service: ServiceDep, principal: JobsDelete,
     request_id: Annotated[str, Query(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$",
                                      description="The deletion request this fulfils (recorded)")],
+    reason: Reason = None,
 ) -> JobOut:
-    """Delete every byte of the job, keeping its metadata as a tombstone; later downloads answer 410."""
-    return job_out(service.describe(service.delete(principal, job_id, request_id)))
+    """Delete every byte of the job, keeping its metadata as a tombstone; later downloads answer 410.
+    `reason` is recorded in the audit events (`details.note`)."""
+    return job_out(service.describe(service.delete(principal, job_id, request_id, reason=reason)))
 
 
 @router.get("/{job_id}/events", response_model=EventsOut, responses=error_responses(401, 403, 404, 422))

@@ -30,7 +30,8 @@ from docfence.core.errors import ApiError, DocfenceError
 EXIT_JOB_ENDED = EXIT_FAILED
 MAX_PARALLEL_WAITS = 8  # one HTTP long-poll each; the server caps each at 20 s
 #: Request fields as this command's flags, so a refusal names what the user typed.
-FLAGS = {"deadline_s": "--deadline", "document_class": "--class", "mode": "--mode", "watermark": "--text",
+FLAGS = {"reason": "--reason",
+         "deadline_s": "--deadline", "document_class": "--class", "mode": "--mode", "watermark": "--text",
          "idempotency_key": "--idempotency-key"}
 
 
@@ -54,10 +55,10 @@ def register(sub: Any) -> None:
     submit.add_argument("--budget", type=float, default=45.0,
                         help="seconds to wait for the whole batch (default 45)")
     submit.set_defaults(func=_guard(run_submit))
-    for name, helptext, fn in (("status", "show a job", run_status), ("cancel", "cancel a job", run_cancel)):
-        p = sub.add_parser(name, parents=[common], help=helptext)
-        p.add_argument("job")
-        p.set_defaults(func=_guard(fn))
+    status = sub.add_parser("status", parents=[common], help="show a job")
+    status.add_argument("job")
+    status.set_defaults(func=_guard(run_status))
+    register_cancel(sub, common)
     wait = sub.add_parser("wait", parents=[common], help="wait (bounded) until a job is terminal")
     wait.add_argument("job")
     wait.add_argument("--budget", type=float, default=45.0, help="seconds (default 45)")
@@ -228,9 +229,17 @@ def run_status(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def register_cancel(sub: Any, common: argparse.ArgumentParser) -> None:
+    cancel = sub.add_parser("cancel", parents=[common], help="cancel a queued or rendering job")
+    cancel.add_argument("job")
+    cancel.add_argument("--reason", default=None,
+                        help="why, free text up to 200 characters (recorded in the job's audit events)")
+    cancel.set_defaults(func=_guard(run_cancel))
+
+
 def run_cancel(args: argparse.Namespace) -> int:
     with _client(args) as client:
-        _show(client.cancel(args.job), args.json)
+        _show(client.cancel(args.job, reason=args.reason), args.json)
     return EXIT_OK
 
 

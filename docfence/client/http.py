@@ -119,8 +119,16 @@ class DocfenceClient:
         params = {"wait": f"{wait_s:g}"} if wait_s else None
         return _job(self._request("GET", f"/v1/jobs/{job_id}", params=params, timeout=timeout_s))
 
-    def cancel(self, job_id: str) -> JobView:
-        return _job(self._request("POST", f"/v1/jobs/{job_id}/cancel"))
+    def cancel(self, job_id: str, *, reason: str | None = None) -> JobView:
+        """Cancel a queued or rendering job; `reason` (free text, at most 200 characters) is audited."""
+        params = {"reason": reason} if reason else None
+        return _job(self._request("POST", f"/v1/jobs/{job_id}/cancel", params=params))
+
+    def delete(self, job_id: str, *, request_id: str, reason: str | None = None) -> JobView:
+        """Remove every byte of a job (needs the tenant admin key), keeping its metadata as a tombstone;
+        `request_id` names the deletion request it fulfils and `reason` says why (both audited)."""
+        params = {"request_id": request_id, **({"reason": reason} if reason else {})}
+        return _job(self._request("DELETE", f"/v1/jobs/{job_id}", params=params))
 
     def events(self, job_id: str) -> dict[str, Any]:
         """The audit timeline (`events`) and attempt history (`attempts`) of a job."""

@@ -46,6 +46,7 @@ class CancelMatchingIn(BaseModel):
     mode: Literal["vector", "raster"] | None = None
     document_class: str | None = Field(default=None, max_length=64)
     min_age_s: float | None = Field(default=None, ge=0)
+    reason: str | None = Field(default=None, max_length=200)
 
 
 class ModeIn(BaseModel):
@@ -167,7 +168,7 @@ def cancel_matching(body: CancelMatchingIn, service: ServiceDep, principal: Jobs
                                     document_class=body.document_class or None, min_age_s=body.min_age_s,
                                     now=now):
             try:
-                service.cancel(principal, row["id"])
+                service.cancel(principal, row["id"], reason=body.reason)
                 canceled.append(row["id"])
             except JobAlreadyEnded:
                 skipped.append(row["id"])

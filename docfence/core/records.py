@@ -155,3 +155,14 @@ class ApiKey:
     key_hash: str
     created_at: datetime
     revoked_at: datetime | None
+
+
+@dataclass(frozen=True)
+class ClaimPause:
+    """A pause of new claims (scope `all` or one mode): who paused, when and why; resuming removes it
+    (the audit trail keeps both)."""
+
+    scope: str
+    paused_at: datetime
+    actor: str
+    reason: str | None

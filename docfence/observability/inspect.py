@@ -228,8 +228,9 @@ def format_inspection(ins: Inspection) -> str:
     lines.append("timeline")
     for e in ins.events:
         move = f"{e.from_state or '-'} -> {e.to_state}" if e.from_state != e.to_state else ""
+        note = e.details.get("note") if isinstance(e.details, dict) else None
         lines.append(f"  {e.at.isoformat(timespec='seconds')} #{e.attempt or 0} {e.action:<22} {move} "
-                     f"by {e.actor}")
+                     f"by {e.actor}{f' ({note})' if note else ''}")
     lines.append("next")
     lines.extend(f"  {step}" for step in ins.next_steps)
     return "\n".join(lines)

@@ -7,6 +7,7 @@ import contextlib
 import json
 from collections.abc import Iterator, Sequence
 from datetime import datetime
+from typing import Any
 
 from docfence.core.errors import (
     IdempotencyConflict,
@@ -30,10 +31,11 @@ from docfence.store.reports import ReportQueries
 from docfence.store.sqlbase import Row, Tx, _json
 from docfence.store.sqlops import OperationsQueries
 from docfence.store.wakeups import WakeupWaits
+from docfence.store.webhooks import WebhookQueries
 
 __all__ = ["Row", "SqlStore", "Tx"]
 
-class SqlStore(OperationsQueries, ReportQueries, WakeupWaits):
+class SqlStore(OperationsQueries, ReportQueries, WebhookQueries, WakeupWaits):
     """The Store implementation over a dialect's `_tx()`; see store/base.py for the contract.
 
     Every transition that queues a job announces work, and every one that ends a job announces its
@@ -210,8 +212,10 @@ class SqlStore(OperationsQueries, ReportQueries, WakeupWaits):
                outcome=event.value, error_code=code)
 
     # -- cancellation and maintenance --------------------------------------------------------------
-    def cancel(self, job_id: str, *, actor: str, reason: str = "cancel_requested") -> Job:
-        """Cancel a queued or rendering job; IllegalTransition when it is already terminal."""
+    def cancel(self, job_id: str, *, actor: str, reason: str = "cancel_requested",
+               note: str | None = None) -> Job:
+        """Cancel a queued or rendering job; IllegalTransition when it is already terminal. `note`, the
+        caller's free-text reason, is kept in the audit event's details."""
         for _ in range(5):  # the job may move under us (claimed, requeued); re-read and fence again
             job = self.get(job_id)
             transition(Event.CANCEL_REQUESTED, job.state)
@@ -223,7 +227,8 @@ class SqlStore(OperationsQueries, ReportQueries, WakeupWaits):
                     continue
                 self._close_if_rendering(tx, row, job.state, Event.CANCEL_REQUESTED)
                 self._append_job_event(tx, row, Event.CANCEL_REQUESTED, actor=actor,
-                                       from_state=job.state, to_state=JobState.CANCELED, reason_detail=reason)
+                                       from_state=job.state, to_state=JobState.CANCELED, reason_detail=reason,
+                                       details=_noted({}, note))
                 tx.announce_job_end([job_id])
             return self._job(row)
         raise StaleAttempt(f"job {job_id} kept changing; cancel again")
@@ -275,14 +280,15 @@ class SqlStore(OperationsQueries, ReportQueries, WakeupWaits):
             self._end_attempt(tx, row, event, row["last_error_code"])
 
     # -- deletion ---------------------------------------------------------------------------------
-    def tombstone(self, job_id: str, *, actor: str, request_id: str | None, reason: str) -> Job:
+    def tombstone(self, job_id: str, *, actor: str, request_id: str | None, reason: str,
+                  note: str | None = None) -> Job:
         """Mark a job's bytes deleted (cancelling it first when it is still active). The row, its
         attempts and audit trail stay. Idempotent. The caller deletes the bytes after this commits,
         so a stale attempt's late upload is always found by the sweep."""
         job = self.get(job_id)
         if not job.state.terminal:
             with contextlib.suppress(IllegalTransition):  # it may have finished meanwhile
-                self.cancel(job_id, actor=actor, reason="deletion_requested")
+                self.cancel(job_id, actor=actor, reason="deletion_requested", note=note)
         with self._tx() as tx:
             row = tx.one("tombstone_job", id=job_id, request_id=request_id, now=self._now_param())
             if row is None:
@@ -291,7 +297,7 @@ class SqlStore(OperationsQueries, ReportQueries, WakeupWaits):
             fields = {
                 "job_id": job_id, "attempt": row["attempt"], "actor": actor, "action": "bytes_deletion",
                 "from_state": row["state"], "to_state": row["state"], "reason": reason,
-                "at": row["deleted_at"], "details": {"request_id": request_id},
+                "at": row["deleted_at"], "details": _noted({"request_id": request_id}, note),
             }
             self._insert_event(tx, job_id, row["audit_seq"], self._prev_hash(tx, job_id, row["audit_seq"]),
                                fields)
@@ -360,3 +366,8 @@ class SqlStore(OperationsQueries, ReportQueries, WakeupWaits):
     def audit_heads(self) -> dict[str, tuple[int, str]]:
         with self._tx(write=False) as tx:
             return {r["chain"]: (int(r["seq"]), r["hash"]) for r in tx.all("list_chain_heads")}
+
+
+def _noted(details: dict[str, Any], note: str | None) -> dict[str, Any]:
+    """`details` with the caller's free-text reason under `note` (absent when none was given)."""
+    return {**details, "note": note} if note else details
