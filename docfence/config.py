@@ -140,6 +140,9 @@ class SigningConfig:
 
     def __repr__(self) -> str:  # the password never reaches a log or a traceback
         return f"SigningConfig(pkcs12={self.pkcs12!r})"
+
+
+@dataclass(frozen=True)
 class WebhooksConfig:
     """[webhooks]: how signed webhooks are delivered (docs/webhooks.md).
 
@@ -520,9 +523,10 @@ def _doc_class(name: str, spec: Any) -> DocumentClass:
             raise ConfigError(f"{label}.sanitize: {exc}") from None
     for key, spec_cls in (("verification", VerificationSpec), ("signing", SigningSpec)):
         if key in spec:
+            table = f"[classes.{name}.{key}]"
             if not isinstance(spec[key], dict):
-                raise _invalid(f"{label}.{key}", spec[key], f"must be a table of {key} settings")
+                raise _invalid(table, spec[key], f"must be a table of {key} settings")
             if key == "verification" and {"url", "code"} & set(spec[key]):
-                raise ConfigError(f"{label}.verification: url and code are set per job, not per class")
-            spec[key] = _section(spec_cls, f"{label}.{key}", spec[key])
+                raise ConfigError(f"{table}: url and code are set per job, not per class")
+            spec[key] = _section(spec_cls, table, spec[key])
     return _section(DocumentClass, label, spec, name=name)  # type: ignore[no-any-return]

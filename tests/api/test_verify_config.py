@@ -15,6 +15,7 @@ from docfence.store.base import open_store
 from docfence.testing.signing_ca import write_test_ca
 from docfence.worker.runner import Worker
 
+V = '[verification]\npublic_base_url = "https://v.example"\n'
 BASE = '''
 database_url = "sqlite:///{tmp}/docfence.db"
 storage_url = "file:{tmp}/objects"
@@ -30,14 +31,16 @@ def load(tmp_path: Path, text: str, env: dict[str, str] | None = None):  # type:
 @pytest.mark.parametrize(("text", "message"), [
     ("[classes.x.verification]\n", r"\[classes.x.verification\] needs \[verification\] public_base_url"),
     ("[classes.x.signing]\n", r"\[classes.x.signing\] needs \[signing\] pkcs12"),
-    ("[verification]\npublic_base_url = \"ftp://x\"\n", r"public_base_url='ftp://x': must be an http\(s\) URL"),
+    ("[verification]\npublic_base_url = \"ftp://x\"\n",
+     r"public_base_url='ftp://x': must be an http\(s\) URL"),
     ("[verification]\npublic_base_url = \"https://v.example/?a=1\"\n", r"without a query"),
     ("[verification]\nrate = 3\n", r"\[verification\]: unknown key 'rate'"),
-    ("[verification]\npublic_base_url = \"https://v.example\"\n[classes.x.verification]\ncorner = \"middle\"\n",
+    (V + "[classes.x.verification]\ncorner = \"middle\"\n",
      r"\[classes.x.verification\]: verification corner must be one of"),
-    ("[verification]\npublic_base_url = \"https://v.example\"\n[classes.x.verification]\nurl = \"https://a\"\n",
+    (V + "[classes.x.verification]\nurl = \"https://a\"\n",
      r"url and code are set per job"),
-    ("[classes.x.signing]\nvisible = \"yes\"\n", r"\[classes.x.signing\].visible='yes': must be true or false"),
+    ("[classes.x.signing]\nvisible = \"yes\"\n",
+     r"\[classes.x.signing\].visible='yes': must be true or false"),
     ("[signing]\npkcs12 = \"k.p12\"\n[classes.x.signing]\npage = \"middle\"\n",
      r"signing page must be first or last"),
 ])
@@ -47,9 +50,9 @@ def test_bad_settings_stop_start_up_naming_the_setting(tmp_path: Path, text: str
 
 
 def test_a_class_with_both_loads_and_the_password_comes_from_the_environment(tmp_path: Path) -> None:
-    settings = load(tmp_path, '[verification]\npublic_base_url = "https://v.example"\norganisation = "Ex"\n'
-                              '[signing]\npkcs12 = "k.p12"\npkcs12_password = "in-file"\n'
-                              '[classes.x.verification]\npages = "all"\n[classes.x.signing]\nvisible = true\n',
+    settings = load(tmp_path, V + 'organisation = "Ex"\n[signing]\npkcs12 = "k.p12"\n'
+                              'pkcs12_password = "in-file"\n[classes.x.verification]\npages = "all"\n'
+                              '[classes.x.signing]\nvisible = true\n',
                     env={"DOCFENCE_SIGNING_PKCS12_PASSWORD": "from-env"})
     policy = settings.policy_for("x")
     assert policy.verification is not None and policy.verification.pages == "all"
