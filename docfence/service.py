@@ -67,6 +67,7 @@ from docfence.intake import (
 from docfence.observability import metrics
 from docfence.store.base import Store
 from docfence.store.wakeups import JobEndWatch
+from docfence.verification import Verifier
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +168,7 @@ class Service:
         self.settings, self.store, self.router = settings, store, router
         self.clock = clock or SystemClock()
         self._secret = signing_secret or load_signing_secret(settings)
+        self.verifier = Verifier(settings, store, self._secret)  # verification codes and /v1/verify
         # SQLite has one writer: queueing writers here, not in SQLite's sleeping busy handler, keeps
         # a burst of submits from starving the threadpool that status reads also need.
         self._writes = threading.BoundedSemaphore(1 if getattr(store, "dialect", "") == "sqlite" else 32)
@@ -273,11 +275,12 @@ class Service:
         info = blobs.put_stream(key, CappedReader(SniffedPdf(stream), limit), max_bytes=limit)
         try:
             policy = self._with_fields(policy, request, job_id=job_id, tenant=tenant, sha256=info.sha256)
+            issued = self.verifier.issue(policy, job_id, info.sha256)  # its verification URL, if any
         except BaseException:
             blobs.delete(key)
             raise
-        staged = Staged(NewJob(
-            tenant=tenant, policy=policy, input_key=key, input_sha256=info.sha256, input_bytes=info.bytes,
+        staged = Staged(NewJob(  # the request hash covers the policy before its job's verification URL
+            tenant=tenant, policy=issued, input_key=key, input_sha256=info.sha256, input_bytes=info.bytes,
             idempotency_key=request.idempotency_key, request_hash=_request_hash(info.sha256, policy, request),
             actor=actor, job_id=job_id, label=label, filename=clean_filename(request.filename),
             sealed_password=password is not None,

@@ -72,6 +72,7 @@ class JobOut(BaseModel):
     # field values frozen at submission; recipient, purpose and reference read "(hidden)" to keys
     # without the submit or admin scope
     fields: dict[str, str] = {}
+    verification_url: str | None = None  # what the document's QR code encodes, when its class has one
 
 
 class JobListOut(BaseModel):
@@ -184,6 +185,7 @@ def job_out(detail: JobDetail) -> JobOut:
         idempotency_key=job.idempotency_key, label=job.label, filename=job.filename,
         input_sha256=job.input_sha256, input_bytes=job.input_bytes,
         error=error, artifact=summary,
+        verification_url=job.policy.verification.url if job.policy.verification is not None else None,
     )
 
 

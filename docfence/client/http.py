@@ -276,6 +276,30 @@ class DocfenceClient:
         _stream_to(self._public, url, target, job.artifact.sha256)
         return target
 
+    # -- public verification (no key is sent) ---------------------------------------------------
+    def verify(self, job_id: str, code: str, *, document: str | os.PathLike[str] | bytes | None = None,
+               sha256: str | None = None) -> dict[str, Any]:
+        """GET /v1/verify/{job_id} (issuer, issue time, sha256, deleted); with `document` (a path or
+        bytes) or `sha256`, POST it and answer {"match", "sha256"}. NotFound for anything that is not
+        a verifiable document with this code."""
+        url, params = f"{self.base_url}/v1/verify/{job_id}", {"c": code}
+        try:
+            if document is None and sha256 is None:
+                response = self._public.get(url, params=params)
+            elif isinstance(document, bytes):
+                response = self._public.post(url, params=params, files={"file": ("document.pdf", document)})
+            elif document is not None:
+                path = Path(document)
+                with path.open("rb") as fh:
+                    response = self._public.post(url, params=params, files={"file": (path.name, fh)})
+            else:
+                response = self._public.post(url, params=params, data={"sha256": str(sha256)})
+        except httpx.HTTPError as exc:
+            raise TransportError(f"cannot reach the docfence API at {self.base_url} (verify: "
+                                 f"{type(exc).__name__})") from exc
+        raise_for_status(response)
+        return dict(response.json())
+
     # -- plumbing --------------------------------------------------------------------------------
     def _request(self, method: str, url: str, *, expect_redirect: bool = False,
                  timeout: float | None = None, **kwargs: Any) -> httpx.Response:

@@ -15,6 +15,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from docfence.blobs.regions import RegionRouter
 from docfence.blobs.sealed import PasswordSeal, load_key
@@ -53,6 +54,16 @@ class Counters:
     discarded: int = 0
 
 
+def _signing_request(settings: Settings) -> dict[str, Any] | None:
+    """The `[signing]` key, opened once here so a wrong file or password stops the worker at start-up;
+    None when no class signs (a worker then never reads the file)."""
+    if not any(c.signing is not None for c in settings.all_classes().values()):
+        return None
+    from docfence.engines.signing import load_key
+
+    return load_key(settings.signing.pkcs12, settings.signing.pkcs12_password).to_request()
+
+
 class Worker:
     def __init__(self, settings: Settings, store: Store, regions: RegionRouter, *,
                  worker_id: str | None = None) -> None:
@@ -69,6 +80,7 @@ class Worker:
         self.sandbox = Sandbox("watermark")  # no report engine in it: cheaper forks for watermark jobs
         self.report_sandbox = Sandbox("report")  # started by the first report job (from this thread)
         self._seal: PasswordSeal | None = None  # loaded by the first job that carries a password
+        self._signing = _signing_request(settings)
 
     def run(self, *, until_idle: bool = False, max_jobs: int | None = None) -> Counters:
         """Claim and process jobs until `stopping` is set (SIGTERM), the queue is idle, or max_jobs."""
@@ -170,8 +182,9 @@ class Worker:
         grace ran out (the render process is killed, nothing is recorded as success)."""
         job = claim.job
         kind = "report" if job.policy.kind is Kind.REPORT else "watermark"
+        signing = self._signing if job.policy.signing is not None else None
         task = Task(kind, workdir / "input.pdf", workdir / "output.pdf", job.policy,
-                    password=self._password(job))
+                    password=self._password(job), signing=signing)
         sandbox = self.report_sandbox if kind == "report" else self.sandbox
         started = monotonic()
         result = sandbox.run(task, cancel=lambda: lease.lost.is_set() or self._grace_over())

@@ -276,6 +276,10 @@ async function loadJob(id) {
   const o = d.observation;
   $("observation").replaceChildren(o ? el("span", {}, o.provider + ": status " + (o.status || "-") + " (" + o.kind +
     "), observed " + o.observed_at + ", " + o.passes + " pass(es), outcome " + (o.outcome || "-")) : "none");
+  const iv = d.issue || {}, code = iv.verification, sig = iv.signature;
+  const issued = [code ? "code " + code.status + " (pages " + code.pages + ")" : null,
+                  sig ? "signature " + sig.status + (sig.signer ? " by " + sig.signer : "") : null].filter(Boolean);
+  $("issue").replaceChildren(issued.length ? issued.join("; ") : "none");
   const v = d.validation;
   $("validation").replaceChildren(v ? el("ul", {}, ...v.checks.map((c) => el("li", { class: c.ok ? "ok" : "bad" },
     (c.ok ? "✓ " : "✗ ") + c.name + (c.failures.length ? ": " + c.failures.join("; ") : "")))) : "none");
