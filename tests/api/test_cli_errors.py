@@ -61,7 +61,7 @@ LOCAL = {
     ("keys", "create"): (["keys", "create", "--tenant", "acme"], "DOCFENCE_DATABASE_URL"),
 }
 #: Commands that talk to the API: the bad setting is the server's URL (nothing listens there).
-API = {("submit",), ("status",), ("wait",), ("cancel",), ("download",)}
+API = {("submit",), ("jobs",), ("status",), ("wait",), ("cancel",), ("download",)}
 
 
 def _commands() -> list[tuple[str, ...]]:
