@@ -22,7 +22,7 @@ from .conftest import PDF, ApiEnv
 RULES: dict[str, tuple[set[str], bool, bool]] = {
     "POST /v1/jobs": ({"submit", "admin"}, False, False),
     "POST /v1/jobs/batch": ({"submit", "admin"}, False, False),
-    "GET /v1/jobs": ({"read", "admin"}, False, False),
+    "GET /v1/jobs": ({"read", "admin"}, False, False),  # lists the key's own tenant only
     "GET /v1/jobs/{job_id}": ({"read", "admin"}, True, False),
     "POST /v1/jobs/{job_id}/cancel": ({"submit", "admin"}, True, False),
     "DELETE /v1/jobs/{job_id}": ({"admin"}, True, False),
@@ -50,6 +50,8 @@ RULES: dict[str, tuple[set[str], bool, bool]] = {
     "POST /console/api/class-modes": ({"operator"}, False, False),
 }
 PUBLIC = {
+    "GET /v1/verify/{job_id}",  # a recipient checks a document: answers only what is safe to publish
+    "POST /v1/verify/{job_id}",
     "GET /openapi.json",
     "GET /docs",
     "GET /docs/static/{name}",
