@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from docfence.core.errors import ConfigError
+from docfence.core.marks import MarkRules, image_uri
 from docfence.core.policy import (
     VALIDATION_LEVELS,
     JobPolicy,
@@ -47,6 +48,8 @@ class DocumentClass:
     limits: dict[str, Any] = field(default_factory=dict)  # per-class overrides of [limits], e.g. budgets
     verification: VerificationSpec | None = None  # [classes.NAME.verification]: a QR verification code
     signing: SigningSpec | None = None  # [classes.NAME.signing]: a PAdES signature with [signing]'s key
+    # further marks, limits on a job's marks, fields allowed, time zone of {date}, logos (core/marks.py)
+    mark_rules: MarkRules = field(default_factory=MarkRules)
 
     def __post_init__(self) -> None:
         if not 0 < self.deadline_s <= self.max_deadline_s:
@@ -208,6 +211,7 @@ class Settings:
     server: ServerConfig = field(default_factory=ServerConfig)
     webhooks: WebhooksConfig = field(default_factory=WebhooksConfig)
     signing_secret: str = ""  # for signed download URLs; generated per data dir when empty
+    password_key: str = ""  # Fernet key sealing PDF passwords at rest; generated per data dir when empty
     signed_url_ttl_s: float = 300.0
     max_upload_bytes: int = 100 * 1024 * 1024
     reconcile_batch: int = 100
@@ -234,6 +238,15 @@ class Settings:
                 raise ConfigError(f"[classes.{cls.name}.verification] needs [verification] public_base_url")
             if cls.signing is not None and not self.signing.pkcs12:
                 raise ConfigError(f"[classes.{cls.name}.signing] needs [signing] pkcs12 (the key file)")
+
+    def data_folder(self) -> Path | None:
+        """The local folder beside the data (the SQLite file's, else a file:// store's parent) where
+        generated secrets are kept; None when both database and storage are remote."""
+        if self.database_url.startswith("sqlite:///"):
+            return Path(self.database_url[len("sqlite:///") :]).parent
+        if self.storage_url.startswith("file:"):
+            return Path(self.storage_url[len("file:") :].removeprefix("//")).parent
+        return None
 
     def all_classes(self) -> dict[str, DocumentClass]:
         return self.classes or {"default": DocumentClass("default")}
@@ -275,6 +288,7 @@ _ENV = {
     "DOCFENCE_DATABASE_URL": ("database_url", str),
     "DOCFENCE_STORAGE_URL": ("storage_url", str),
     "DOCFENCE_SIGNING_SECRET": ("signing_secret", str),
+    "DOCFENCE_PASSWORD_KEY": ("password_key", str),
     "DOCFENCE_DEFAULT_CLASS": ("default_class", str),
     "DOCFENCE_MAX_UPLOAD_BYTES": ("max_upload_bytes", int),
     "DOCFENCE_LOG_LEVEL": ("log_level", str),
@@ -494,6 +508,38 @@ def _classes(tables: Any, builtin: bool) -> dict[str, DocumentClass]:
     return classes
 
 
+_MARK_KEYS = ("marks", "max_marks", "allowed_fields", "timezone", "images")
+
+
+def _mark_rules(label: str, spec: dict[str, Any]) -> MarkRules:
+    """The class's mark settings (popped from `spec`): logos read from their files now, each class mark
+    checked now, so a bad setting fails at start-up with the key that names it."""
+    given = {key: spec.pop(key) for key in _MARK_KEYS if key in spec}
+    try:
+        images = given.get("images", {})
+        if not isinstance(images, dict) or not all(isinstance(v, str) for v in images.values()):
+            raise ConfigError("must be a table of logo name = path to a .png or .svg file", field="images")
+        logos = MarkRules(images=tuple((str(k), image_uri(v)) for k, v in images.items()))
+        marks = given.get("marks", [])
+        if not isinstance(marks, list):
+            raise ConfigError("must be an array of tables [[classes.NAME.marks]]", field="marks")
+        specs = []
+        for mark in marks:
+            mark = dict(mark) if isinstance(mark, dict) else mark
+            if isinstance(mark, dict) and mark.get("image") is not None:
+                mark["image"] = logos.image(mark["image"])
+            if isinstance(mark, dict) and isinstance(mark.get("color"), list):
+                mark["color"] = tuple(mark["color"])
+            specs.append(WatermarkSpec.from_mapping(mark))
+        given.update(marks=tuple(specs), images=logos.images)
+        return MarkRules(**given)
+    except ConfigError as exc:
+        key = exc.field if exc.field in _MARK_KEYS else "marks"
+        raise ConfigError(f"{label}.{key}: {exc.message}") from None
+    except TypeError as exc:
+        raise ConfigError(f"{label}: {exc}") from None
+
+
 def _doc_class(name: str, spec: Any) -> DocumentClass:
     label = f"[classes.{name}]"
     if not isinstance(spec, dict):
@@ -513,6 +559,7 @@ def _doc_class(name: str, spec: Any) -> DocumentClass:
             spec["watermark"] = WatermarkSpec.from_mapping(wm)
         except ConfigError as exc:
             raise ConfigError(f"{label}.watermark: {exc.message}") from None
+    spec["mark_rules"] = _mark_rules(label, spec)
     if "sanitize" in spec:
         policy = spec["sanitize"]
         if not isinstance(policy, dict):

@@ -187,7 +187,7 @@ class CorruptContent(DocumentError):
 
 
 class PasswordRequired(DocumentError):
-    """The PDF is encrypted and needs a password to open."""
+    """The PDF is encrypted and needs a password to open: submit it again with its password (form field `password`, `docfence submit --password-file`, the client's `password=`)."""  # noqa: E501
 
     code = "password_required"
 

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from docfence.core.errors import ConfigError
+from docfence.core.fields import CALLER_FIELDS, fields_in
 
 
 class Mode(enum.StrEnum):
@@ -28,13 +29,21 @@ class Kind(enum.StrEnum):
 VALIDATION_LEVELS = ("standard", "exhaustive")
 POSITIONS = ("diagonal", "center", "header", "footer", "tiled")
 _PAGES_RE = re.compile(r"^(all|first|last|odd|even|\d+(-\d+)?(,\d+(-\d+)?)*)$")
+#: Image marks travel in the frozen policy as data URIs of one of these types.
+IMAGE_PREFIXES = ("data:image/png;base64,", "data:image/svg+xml;base64,")
+MAX_IMAGE_CHARS = 350_000  # base64 of a 256 KiB logo: a policy row stays small
+MAX_MARKS = 8  # the most marks any class may allow per job
 
 
 @dataclass(frozen=True)
 class WatermarkSpec:
-    """How the watermark looks and where it goes. Every field is checked for its type, range and (for
+    """How one mark looks and where it goes. Every field is checked for its type, range and (for
     numbers) finiteness at construction, and each ConfigError names the field, so a caller's spec
-    fails at submission with a message to fix, never later in the render."""
+    fails at submission with a message to fix, never later in the render.
+
+    `text` may hold dynamic fields (`{recipient}`, `{page}`, core/fields.py); with `image` set (a PNG or
+    SVG data URI, resolved from a class image at submission) the mark is that image and `text` is not
+    drawn; `font_size` is then the image's height in points."""
 
     text: str = "CONFIDENTIAL"
     position: str = "diagonal"
@@ -44,11 +53,15 @@ class WatermarkSpec:
     font_size: float | None = None  # None: auto-fit to each page
     color: tuple[float, float, float] = (0.8, 0.0, 0.0)
     layer: str = "overlay"  # overlay | underlay
+    image: str | None = None  # data URI (IMAGE_PREFIXES) of a PNG or SVG logo
 
     def __post_init__(self) -> None:
         for name in ("text", "position", "pages", "layer"):
             if not isinstance(getattr(self, name), str):
                 raise ConfigError(f"watermark {name} must be a string")
+        if self.image is not None and (not isinstance(self.image, str) or len(self.image) > MAX_IMAGE_CHARS
+                                       or not self.image.startswith(IMAGE_PREFIXES)):
+            raise ConfigError("watermark image must be a PNG or SVG of at most 256 KiB", field="image")
         if not self.text or len(self.text) > 200:
             raise ConfigError("watermark text must be 1-200 characters")
         if self.position not in POSITIONS:
@@ -79,7 +92,14 @@ class WatermarkSpec:
         unknown = sorted(str(k) for k in given if k not in known)
         if unknown:
             raise ConfigError(f"unknown watermark field {unknown[0]!r} (known: {', '.join(sorted(known))})")
-        return cls(**{**asdict(base or cls()), **given})
+        spec = cls(**{**asdict(base or cls()), **given})
+        fields_in(spec.text)  # unknown fields and stray braces are refused here, at submission
+        return spec
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The dynamic fields the mark's text uses (none for an image mark)."""
+        return () if self.image is not None else fields_in(self.text)
 
     def page_selected(self, index: int, count: int) -> bool:
         """Whether 0-based page `index` of `count` pages gets the mark."""
@@ -100,6 +120,16 @@ class WatermarkSpec:
             if int(lo) <= number <= int(hi or lo):
                 return True
         return False
+
+
+def _spec_from_dict(data: Any) -> WatermarkSpec:
+    """A stored mark (JSON object) back into its spec; stored text is not re-checked for fields."""
+    if not isinstance(data, dict):
+        raise ConfigError("a stored mark must be an object")
+    spec = dict(data)
+    if "color" in spec:
+        spec["color"] = tuple(spec["color"])
+    return WatermarkSpec(**spec)
 
 
 def _number(name: str, value: Any) -> float:
@@ -266,8 +296,16 @@ class JobPolicy:
     sanitize: SanitizePolicy = field(default_factory=SanitizePolicy)
     verification: VerificationSpec | None = None  # a QR verification code (issue 18 part 4)
     signing: SigningSpec | None = None  # a PAdES signature of the output (issue 18 part 5)
+    # marks drawn besides `watermark` (the first mark), each with its own text or image and placement
+    marks: tuple[WatermarkSpec, ...] = ()
+    # values of the dynamic fields, resolved at submission (recipient, date, job_id...). None: a policy
+    # frozen before fields existed, whose mark text is drawn literally, as it was then.
+    fields: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "marks", tuple(self.marks))
+        if len(self.all_marks()) > MAX_MARKS:
+            raise ConfigError(f"at most {MAX_MARKS} marks per job", field="marks")
         if not 36 <= self.dpi <= 600:
             raise ConfigError("dpi must be 36-600")
         if self.deadline_s <= 0 or self.lease_ttl_s <= 0:
@@ -285,12 +323,27 @@ class JobPolicy:
         if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,31}", self.region):
             raise ConfigError("region must be a short lowercase name")
 
+    def caller_fields(self) -> dict[str, str]:
+        """Recipient, purpose and reference as the caller gave them (only those given): what the audit
+        trail records of who received the document."""
+        given = self.fields or {}
+        return {name: given[name] for name in CALLER_FIELDS if given.get(name)}
+
+    def all_marks(self) -> tuple[WatermarkSpec, ...]:
+        """Every mark of the job in drawing order: `watermark` first, then `marks`."""
+        return ((self.watermark,) if self.watermark is not None else ()) + tuple(self.marks)
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["kind"] = self.kind.value
         d["mode"] = self.mode.value
         if self.watermark is not None:
             d["watermark"]["color"] = list(self.watermark.color)
+        d["marks"] = [{**asdict(m), "color": list(m.color)} for m in self.marks]
+        if not self.marks:
+            del d["marks"]  # policies without extra marks serialise as they always did
+        if self.fields is None:
+            del d["fields"]
         return d
 
     @classmethod
@@ -305,10 +358,9 @@ class JobPolicy:
         if "mode" in d:
             d["mode"] = Mode(d["mode"])
         if isinstance(d.get("watermark"), dict):
-            wm = dict(d["watermark"])
-            if "color" in wm:
-                wm["color"] = tuple(wm["color"])
-            d["watermark"] = WatermarkSpec(**wm)
+            d["watermark"] = _spec_from_dict(d["watermark"])
+        if isinstance(d.get("marks"), list):
+            d["marks"] = tuple(_spec_from_dict(m) for m in d["marks"])
         if isinstance(d.get("limits"), dict):
             d["limits"] = Limits(**d["limits"])
         if isinstance(d.get("sanitize"), dict):

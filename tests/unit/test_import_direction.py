@@ -17,7 +17,7 @@ LEVELS = {
     "config": 1, "faults": 1,
     "store": 2, "blobs": 2, "engines": 2, "providers": 2, "layout": 2, "logs": 2, "sandbox": 2,
     "service": 3, "verification": 3, "worker": 3, "maintenance": 3, "reports": 3, "observability": 3,
-    "runtime": 3, "demo": 3, "benchmarks": 3,
+    "runtime": 3, "demo": 3, "benchmarks": 3, "intake": 3,
     "api": 4, "cli": 4, "client": 4, "console": 4,
 }
 # Exceptions with a reason: the client is a separate deliverable and imports only core.
