@@ -46,10 +46,10 @@ class DocumentClass:
     sanitize: SanitizePolicy = field(default_factory=SanitizePolicy)  # default: strip (leaves the org)
     validation: str = "standard"  # standard | exhaustive (see JobPolicy.validation)
     limits: dict[str, Any] = field(default_factory=dict)  # per-class overrides of [limits], e.g. budgets
-    verification: VerificationSpec | None = None  # [classes.NAME.verification]: a QR verification code
-    signing: SigningSpec | None = None  # [classes.NAME.signing]: a PAdES signature with [signing]'s key
     # further marks, limits on a job's marks, fields allowed, time zone of {date}, logos (core/marks.py)
     mark_rules: MarkRules = field(default_factory=MarkRules)
+    verification: VerificationSpec | None = None  # [classes.NAME.verification]: a QR verification code
+    signing: SigningSpec | None = None  # [classes.NAME.signing]: a PAdES signature with [signing]'s key
 
     def __post_init__(self) -> None:
         if not 0 < self.deadline_s <= self.max_deadline_s:

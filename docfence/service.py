@@ -257,12 +257,12 @@ class Service:
         info = blobs.put_stream(key, CappedReader(SniffedPdf(stream), limit), max_bytes=limit)
         try:
             policy = self._with_fields(policy, request, job_id=job_id, tenant=tenant, sha256=info.sha256)
-            policy = self.verifier.issue(policy, job_id, info.sha256)  # its verification URL, if any
+            issued = self.verifier.issue(policy, job_id, info.sha256)  # its verification URL, if any
         except BaseException:
             blobs.delete(key)
             raise
-        staged = Staged(NewJob(
-            tenant=tenant, policy=policy, input_key=key, input_sha256=info.sha256, input_bytes=info.bytes,
+        staged = Staged(NewJob(  # the request hash covers the policy before its job's verification URL
+            tenant=tenant, policy=issued, input_key=key, input_sha256=info.sha256, input_bytes=info.bytes,
             idempotency_key=request.idempotency_key, request_hash=_request_hash(info.sha256, policy, request),
             actor=actor, job_id=job_id, label=label, filename=clean_filename(request.filename),
             sealed_password=password is not None,

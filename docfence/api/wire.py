@@ -68,11 +68,11 @@ class JobOut(BaseModel):
     input_bytes: int | None
     error: JobError | None
     artifact: ArtifactSummary | None
-    verification_url: str | None = None  # what the document's QR code encodes, when its class has one
     marks: list[MarkOut] = []
     # field values frozen at submission; recipient, purpose and reference read "(hidden)" to keys
     # without the submit or admin scope
     fields: dict[str, str] = {}
+    verification_url: str | None = None  # what the document's QR code encodes, when its class has one
 
 
 class JobListOut(BaseModel):

@@ -294,13 +294,13 @@ class JobPolicy:
     limits: Limits = field(default_factory=Limits)
     report: dict[str, Any] | None = None  # report jobs: template id@version and data reference
     sanitize: SanitizePolicy = field(default_factory=SanitizePolicy)
-    verification: VerificationSpec | None = None  # a QR verification code (issue 18 part 4)
-    signing: SigningSpec | None = None  # a PAdES signature of the output (issue 18 part 5)
     # marks drawn besides `watermark` (the first mark), each with its own text or image and placement
     marks: tuple[WatermarkSpec, ...] = ()
     # values of the dynamic fields, resolved at submission (recipient, date, job_id...). None: a policy
     # frozen before fields existed, whose mark text is drawn literally, as it was then.
     fields: dict[str, str] | None = None
+    verification: VerificationSpec | None = None  # a QR verification code (issue 18 part 4)
+    signing: SigningSpec | None = None  # a PAdES signature of the output (issue 18 part 5)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "marks", tuple(self.marks))

@@ -79,8 +79,8 @@ class Worker:
                                    on_committed=self._committed, on_stale=self._stale)
         self.sandbox = Sandbox("watermark")  # no report engine in it: cheaper forks for watermark jobs
         self.report_sandbox = Sandbox("report")  # started by the first report job (from this thread)
-        self._signing = _signing_request(settings)
         self._seal: PasswordSeal | None = None  # loaded by the first job that carries a password
+        self._signing = _signing_request(settings)
 
     def run(self, *, until_idle: bool = False, max_jobs: int | None = None) -> Counters:
         """Claim and process jobs until `stopping` is set (SIGTERM), the queue is idle, or max_jobs."""
