@@ -96,3 +96,23 @@ def test_issued_document_carries_a_decodable_code_and_a_whole_file_signature(
     assert capsys.readouterr().out.startswith("NO MATCH")
     assert main(["verify", job.id, "--code", "A" * 16, "--url", env.base_url]) == 4
     assert "not_found" in capsys.readouterr().err
+
+
+def test_an_encrypted_document_of_a_signing_class_fails_with_signing_refused(issuing_env: ApiEnv) -> None:
+    """Its render succeeds and is validated; the sign task refuses the encrypted output: the job fails
+    with `signing_refused`, permanently, and nothing is published."""
+    import io
+
+    import pikepdf
+
+    buf = io.BytesIO()
+    with pikepdf.open(io.BytesIO(samples.many_pages(1))) as pdf:
+        pdf.save(buf, encryption=pikepdf.Encryption(owner="o-secret", user="u-secret", R=6))
+    env = issuing_env
+    with env.client() as client:
+        job = client.submit(buf.getvalue(), document_class="shared", password="u-secret")
+        worker = Worker(env.settings, env.store, RegionRouter.from_config(env.settings.region_urls()))
+        assert worker.run(until_idle=True).failed == 1
+        done = client.get(job.id)
+    assert done.state == "failed" and done.raw["error"]["code"] == "signing_refused", done.raw
+    assert env.store.artifact(job.id) is None
