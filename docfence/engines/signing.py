@@ -18,7 +18,7 @@ from docfence.core.policy import SigningSpec
 from docfence.engines.validate import Check, check
 
 SIGNATURE_BOX_PT = (220.0, 54.0)  # a visible signature's box, at the bottom-left of its page
-_MARGIN_PT = 18.0
+_MARGIN_PT = 54.0  # as the verification code's default: clear of a footer mark
 
 
 @dataclass(frozen=True)
