@@ -59,8 +59,7 @@ LOCAL = {
     ("bench", "service"): (["bench", "service", "--store", "mysql"], "--store"),
     ("reports", "dispatch"): (["reports", "dispatch", "--providers", "{tmp}/missing.toml"], "--providers"),
     ("keys", "create"): (["keys", "create", "--tenant", "acme"], "DOCFENCE_DATABASE_URL"),
-    # the public verification call: the API's URL (DOCFENCE_URL, where nothing listens) is named
-    ("verify",): (["verify", "https://v.example/v1/verify/J1?c=ABCDEFGHJKMNPQRS"], "http://127.0.0.1:"),
+    ("verify",): (["verify", "placeholder"], "--code"),  # a job id needs its code (or give the QR's URL)
 }
 #: Commands that talk to the API: the bad setting is the server's URL (nothing listens there).
 API = {("submit",), ("status",), ("wait",), ("cancel",), ("download",), ("jobs",)}
