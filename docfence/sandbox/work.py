@@ -53,6 +53,9 @@ def _dispatch(kind: str, data: bytes, policy: JobPolicy, password: str | None,
     if kind == "sign":
         from docfence.engines.issue import sign_validated
         from docfence.engines.signing import SigningKey
+        from docfence.faults import fault_point
+
+        fault_point("sign")
 
         signed, report = sign_validated(data, policy, SigningKey.from_request(signing))
         return signed, 0, report
