@@ -334,6 +334,12 @@ class Service:
         principal.require("jobs.read")
         return self.describe(self._visible(principal, job_id), principal)
 
+    def get_submitted(self, principal: Principal, job_id: str) -> JobDetail:
+        """The job this caller just submitted, re-read while `POST /v1/jobs?wait=` waits: a submit-only
+        key may see what it submitted (as the submit answer shows it), not other jobs (`get`)."""
+        principal.require("jobs.submit")
+        return self.describe(self._visible(principal, job_id), principal)
+
     def list_jobs(self, principal: Principal, query: JobQuery) -> tuple[list[JobDetail], str | None]:
         """The key's tenant's jobs under the filters, newest first (created_at, then id), `limit` per
         page, and the cursor of the next page (None on the last). Stable under concurrent inserts."""
