@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import pikepdf
 
+from docfence.engines.content_proof import Same
 from docfence.engines.geometry import PageGeometry
 from docfence.engines.marks import PageMark
 from docfence.engines.vector import NAME_PREFIX, _Builder, draw_bytes, wrapper_bytes
@@ -61,6 +62,42 @@ class ExpectedForms:
 
     def form(self, mark: PageMark, geo: PageGeometry) -> pikepdf.Stream:
         return self.builder.geometry_form(mark, geo)
+
+    def matches(self, mark: PageMark, geo: PageGeometry, actual: object, same: Same) -> bool:
+        """`actual` is exactly the form the builder makes of `mark` for this page (used for marks drawn
+        per page): checked part by part (keys, box, content bytes, the opacity state and the shared
+        pieces it draws, those compared once per document through `same`'s memo) instead of making a
+        scratch form per page and walking both."""
+        if not isinstance(actual, pikepdf.Stream):
+            return False
+        d = actual.stream_dict
+        if set(d.keys()) - _STREAM_KEYS != _FORM_KEYS or d.get("/Subtype") != pikepdf.Name.Form \
+                or d.get("/Type") != pikepdf.Name.XObject:
+            return False
+        box = d.get("/BBox")
+        if not isinstance(box, pikepdf.Array) or len(box) != 4 or any(
+                abs(float(v) - round(w, 4)) > 1e-4 for v, w in zip(box, geo.crop, strict=True)):
+            return False
+        parts = self.builder.form_parts(mark, geo)
+        res = d.get("/Resources")
+        if not isinstance(res, pikepdf.Dictionary) or set(res.keys()) != {"/ExtGState", "/XObject"}:
+            return False
+        states, xobjects = res.ExtGState, res.XObject
+        if not isinstance(states, pikepdf.Dictionary) or set(states.keys()) != {"/DfGS"} \
+                or not same(parts.state, states.DfGS):
+            return False
+        if not isinstance(xobjects, pikepdf.Dictionary) or set(xobjects.keys()) != set(parts.xobjects.keys()):
+            return False
+        if not all(same(parts.xobjects[k], xobjects[k]) for k in parts.xobjects.keys()):  # noqa: SIM118
+            return False
+        try:
+            return actual.read_bytes() == parts.content
+        except pikepdf.PdfError:
+            return False
+
+
+_STREAM_KEYS = frozenset({"/Length", "/Filter", "/DecodeParms"})
+_FORM_KEYS = frozenset({"/Type", "/Subtype", "/BBox", "/Resources"})
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import logging
+from dataclasses import dataclass
 from typing import cast
 
 import pikepdf
@@ -30,6 +31,13 @@ def _fmt(m: Matrix) -> str:
     return " ".join(f"{v:.4f}" for v in m)
 
 
+@dataclass(frozen=True)
+class FormParts:
+    content: bytes
+    state: pikepdf.Object  # the ExtGState of the mark's opacity
+    xobjects: pikepdf.Dictionary  # name -> shared form (text runs, digits, image)
+
+
 class _Builder:
     """Creates the shared objects: each mark's art once (mark_art), one form per mark and page geometry
     (per page text for marks with `{page}`), and one pair of wrapper streams per combination of marks."""
@@ -48,23 +56,29 @@ class _Builder:
             self.states[opacity] = self.pdf.make_indirect(gs)
         return self.states[opacity]
 
+    def form_parts(self, mark: PageMark, geo: PageGeometry) -> FormParts:
+        """What the mark's form for this page geometry holds, without making it: its content, the
+        ExtGState of its opacity and the (shared) XObjects it draws, by name."""
+        art = self.shop.art(mark)
+        width, height = geo.display_size
+        to_user = geo.display_to_user()
+        x0, y0, x1, y1 = geo.crop
+        r, g, b = mark.spec.color
+        lines = [f"q {x0:.3f} {y0:.3f} {x1 - x0:.3f} {y1 - y0:.3f} re W n /DfGS gs {r} {g} {b} rg"]
+        draw, xobjects = _pieces(art)
+        for m in placements(mark.spec, art.outline, width, height):
+            lines.append(f"q {_fmt(multiply(m, to_user))} cm {draw} Q")
+        lines.append("Q\n")
+        return FormParts("\n".join(lines).encode("ascii"), self._state(mark.spec.opacity), xobjects)
+
     def geometry_form(self, mark: PageMark, geo: PageGeometry) -> pikepdf.Stream:
         """The mark laid out for this page geometry, clipped to the visible box."""
         key = (mark.index, mark.spec, mark.text, geo.crop, geo.rotate)
         if key not in self.forms:
-            art = self.shop.art(mark)
-            width, height = geo.display_size
-            to_user = geo.display_to_user()
-            x0, y0, x1, y1 = geo.crop
-            r, g, b = mark.spec.color
-            lines = [f"q {x0:.3f} {y0:.3f} {x1 - x0:.3f} {y1 - y0:.3f} re W n /DfGS gs {r} {g} {b} rg"]
-            draw, xobjects = _pieces(art)
-            for m in placements(mark.spec, art.outline, width, height):
-                lines.append(f"q {_fmt(multiply(m, to_user))} cm {draw} Q")
-            lines.append("Q\n")
-            resources = pikepdf.Dictionary(
-                ExtGState=pikepdf.Dictionary(DfGS=self._state(mark.spec.opacity)), XObject=xobjects)
-            self.forms[key] = self.shop.form("\n".join(lines).encode("ascii"), geo.crop, resources)
+            parts = self.form_parts(mark, geo)
+            resources = pikepdf.Dictionary(ExtGState=pikepdf.Dictionary(DfGS=parts.state),
+                                           XObject=parts.xobjects)
+            self.forms[key] = self.shop.form(parts.content, geo.crop, resources)
         return self.forms[key]
 
     def wrapper(self, drawn: tuple[tuple[str, str], ...]) -> tuple[pikepdf.Stream, pikepdf.Stream]:

@@ -77,3 +77,16 @@ def test_marks_drawn_in_the_wrong_order(pair: tuple[bytes, bytes], level: str) -
 
     names, _ = failed(pair[0], mutate(pair[1], reorder), level)
     assert {"watermark_structure"} <= names
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_a_page_number_drawn_with_another_digit(pair: tuple[bytes, bytes], level: str) -> None:
+    """Page 7's footer content untouched, but the shared form its number names is page 8's digit."""
+
+    def other_digit(pdf: pikepdf.Pdf) -> None:
+        seven, eight = (pdf.pages[n].obj.Resources.XObject.DfWm1.Resources.XObject for n in (6, 7))
+        seven.R1 = eight.R1
+
+    names, failures = failed(pair[0], mutate(pair[1], other_digit), level)
+    assert {"watermark_structure"} <= names
+    assert any(f.startswith("page 7: mark 2") for f in failures)
