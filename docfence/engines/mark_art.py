@@ -34,10 +34,17 @@ class Art:
 
     pieces: tuple[tuple[float, pikepdf.Stream], ...]
     outline: Outline
+    draw: str = "/DfText Do"  # the operators drawing the pieces, by the names of `named`
+    named: tuple[tuple[str, pikepdf.Stream], ...] = ()  # resource name -> form (each form once)
 
     @property
     def form(self) -> pikepdf.Stream:
         return self.pieces[0][1]
+
+    @classmethod
+    def single(cls, form: pikepdf.Stream, outline: Outline) -> Art:
+        """One form at the origin, drawn as `/DfText`, as a single mark has always been drawn."""
+        return cls(((0.0, form),), outline, "/DfText Do", (("/DfText", form),))
 
 
 class ArtShop:
@@ -71,25 +78,28 @@ class ArtShop:
 
     def _text(self, text: str) -> Art:
         outline = outline_text(text)
-        return Art(((0.0, self.form(outline.ops, _pad(outline.bbox), pikepdf.Dictionary())),), outline)
+        return Art.single(self.form(outline.ops, _pad(outline.bbox), pikepdf.Dictionary()), outline)
 
     def _runs(self, mark: PageMark) -> Art:
         """Runs laid end to end: a static run is one shared form, a page-dependent run one shared form
         per character (a footer "7/20" draws the form of the text before it, of "7" and of "/20")."""
-        x, box, pieces = 0.0, None, []
+        x, box, pieces, ops = 0.0, None, [], []
+        names: dict[str, tuple[str, pikepdf.Stream]] = {}
         for text, per_page in mark.runs:
             for chunk in (text if per_page else [text]):
                 if not chunk.strip():
                     x += _SPACE * len(chunk)
                     continue
                 piece = self._once(("text", chunk), lambda c=chunk: self._text(c))  # type: ignore[misc]
+                name = names.setdefault(chunk, (f"/R{len(names)}", piece.form))[0]
                 pieces.append((x, piece.form))
+                ops.append(f"q 1 0 0 1 {x:.1f} 0 cm {name} Do Q")
                 b = piece.outline.bbox
                 box = _union(box, (b[0] + x, b[1], b[2] + x, b[3]))
                 x += piece.outline.advance
         if box is None:
             raise ConfigError("the mark text has nothing visible to draw")
-        return Art(tuple(pieces), Outline(b"", box, x))
+        return Art(tuple(pieces), Outline(b"", box, x), " ".join(ops), tuple(names.values()))
 
     def _image(self, uri: str) -> Art:
         """The image scaled to 1000 units tall, its aspect kept; an SVG stays vector graphics."""
@@ -107,7 +117,7 @@ class ArtShop:
         w = width * UNITS / height
         resources = pikepdf.Dictionary(XObject=pikepdf.Dictionary(DfArt=inner))
         form = self.form(content.encode("ascii"), (0.0, 0.0, w, UNITS), resources)
-        return Art(((0.0, form),), Outline(b"", (0.0, 0.0, w, UNITS), w))
+        return Art.single(form, Outline(b"", (0.0, 0.0, w, UNITS), w))
 
 
 def decode_image(uri: str) -> tuple[str, bytes]:

@@ -86,9 +86,10 @@ class ExpectedForms:
         if not isinstance(states, pikepdf.Dictionary) or set(states.keys()) != {"/DfGS"} \
                 or not same(parts.state, states.DfGS):
             return False
-        if not isinstance(xobjects, pikepdf.Dictionary) or set(xobjects.keys()) != set(parts.xobjects.keys()):
+        names = {k for k, _ in parts.xobjects}
+        if not isinstance(xobjects, pikepdf.Dictionary) or set(xobjects.keys()) != names:
             return False
-        if not all(same(parts.xobjects[k], xobjects[k]) for k in parts.xobjects.keys()):  # noqa: SIM118
+        if not all(same(form, xobjects[k]) for k, form in parts.xobjects):
             return False
         try:
             return actual.read_bytes() == parts.content

@@ -16,7 +16,7 @@ from docfence.core.errors import ConfigError, MalformedPdf
 from docfence.core.policy import JobPolicy, WatermarkSpec
 from docfence.engines.geometry import Matrix, PageGeometry, multiply
 from docfence.engines.layout import placements
-from docfence.engines.mark_art import Art, ArtShop
+from docfence.engines.mark_art import ArtShop
 from docfence.engines.marks import MarkSet, PageMark
 from docfence.engines.preflight import OpenedPdf
 
@@ -35,7 +35,7 @@ def _fmt(m: Matrix) -> str:
 class FormParts:
     content: bytes
     state: pikepdf.Object  # the ExtGState of the mark's opacity
-    xobjects: pikepdf.Dictionary  # name -> shared form (text runs, digits, image)
+    xobjects: tuple[tuple[str, pikepdf.Stream], ...]  # name -> shared form (text runs, digits, image)
 
 
 class _Builder:
@@ -65,11 +65,10 @@ class _Builder:
         x0, y0, x1, y1 = geo.crop
         r, g, b = mark.spec.color
         lines = [f"q {x0:.3f} {y0:.3f} {x1 - x0:.3f} {y1 - y0:.3f} re W n /DfGS gs {r} {g} {b} rg"]
-        draw, xobjects = _pieces(art)
         for m in placements(mark.spec, art.outline, width, height):
-            lines.append(f"q {_fmt(multiply(m, to_user))} cm {draw} Q")
+            lines.append(f"q {_fmt(multiply(m, to_user))} cm {art.draw} Q")
         lines.append("Q\n")
-        return FormParts("\n".join(lines).encode("ascii"), self._state(mark.spec.opacity), xobjects)
+        return FormParts("\n".join(lines).encode("ascii"), self._state(mark.spec.opacity), art.named)
 
     def geometry_form(self, mark: PageMark, geo: PageGeometry) -> pikepdf.Stream:
         """The mark laid out for this page geometry, clipped to the visible box."""
@@ -77,7 +76,7 @@ class _Builder:
         if key not in self.forms:
             parts = self.form_parts(mark, geo)
             resources = pikepdf.Dictionary(ExtGState=pikepdf.Dictionary(DfGS=parts.state),
-                                           XObject=parts.xobjects)
+                                           XObject=pikepdf.Dictionary(dict(parts.xobjects)))
             self.forms[key] = self.shop.form(parts.content, geo.crop, resources)
         return self.forms[key]
 
@@ -88,20 +87,6 @@ class _Builder:
             before = self.open_q if first == b"q\n" else self.pdf.make_stream(first)
             self.wrappers[drawn] = (before, self.pdf.make_stream(last))
         return self.wrappers[drawn]
-
-
-def _pieces(art: Art) -> tuple[str, pikepdf.Dictionary]:
-    """Operators drawing the art's pieces at their offsets, and the XObjects they name (one piece at
-    the origin: `/DfText Do`, as a single mark has always been drawn)."""
-    if len(art.pieces) == 1 and art.pieces[0][0] == 0.0:
-        return "/DfText Do", pikepdf.Dictionary(DfText=art.form)
-    names: dict[tuple[int, int], str] = {}
-    xobjects, ops = pikepdf.Dictionary(), []
-    for x, form in art.pieces:
-        name = names.setdefault(form.objgen, f"/R{len(names)}")
-        xobjects[name] = form
-        ops.append(f"q 1 0 0 1 {x:.1f} 0 cm {name} Do Q")
-    return " ".join(ops), xobjects
 
 
 def draw_bytes(name: str) -> bytes:
