@@ -36,6 +36,7 @@ class Art:
     outline: Outline
     draw: str = "/DfText Do"  # the operators drawing the pieces, by the names of `named`
     named: tuple[tuple[str, pikepdf.Stream], ...] = ()  # resource name -> form (each form once)
+    key: tuple[str, ...] = ()  # when set: every art of this key names the same forms (shareable)
 
     @property
     def form(self) -> pikepdf.Stream:
@@ -81,25 +82,37 @@ class ArtShop:
         return Art.single(self.form(outline.ops, _pad(outline.bbox), pikepdf.Dictionary()), outline)
 
     def _runs(self, mark: PageMark) -> Art:
-        """Runs laid end to end: a static run is one shared form, a page-dependent run one shared form
-        per character (a footer "7/20" draws the form of the text before it, of "7" and of "/20")."""
-        x, box, pieces, ops = 0.0, None, [], []
-        names: dict[str, tuple[str, pikepdf.Stream]] = {}
+        """Runs laid end to end: a static run is one shared form (`/S<k>`), the page number one shared
+        form per digit (`/D<digit>`): a footer "7/20" draws the form of the text before it, of "7" and of
+        "/20". Every page of the mark names the same set of forms, so its forms share one resource
+        dictionary (`Art.key`)."""
+        statics = tuple(text for text, per_page in mark.runs if not per_page)
+        named = self._once(("named", "\x00".join(statics)), lambda: self._named(statics))  # type: ignore[arg-type]
+        x, box, pieces, ops, k = 0.0, None, [], [], 0
         for text, per_page in mark.runs:
             for chunk in (text if per_page else [text]):
                 if not chunk.strip():
                     x += _SPACE * len(chunk)
                     continue
                 piece = self._once(("text", chunk), lambda c=chunk: self._text(c))  # type: ignore[misc]
-                name = names.setdefault(chunk, (f"/R{len(names)}", piece.form))[0]
+                name = f"/D{chunk}" if per_page else f"/S{k}"
                 pieces.append((x, piece.form))
                 ops.append(f"q 1 0 0 1 {x:.1f} 0 cm {name} Do Q")
                 b = piece.outline.bbox
                 box = _union(box, (b[0] + x, b[1], b[2] + x, b[3]))
                 x += piece.outline.advance
+            k += 0 if per_page else 1
         if box is None:
             raise ConfigError("the mark text has nothing visible to draw")
-        return Art(tuple(pieces), Outline(b"", box, x), " ".join(ops), tuple(names.values()))
+        return Art(tuple(pieces), Outline(b"", box, x), " ".join(ops), named.named, ("runs", *statics))
+
+    def _named(self, statics: tuple[str, ...]) -> Art:
+        """The forms every page of a `{page}` mark may draw: its static runs and the ten digits."""
+        named = [(f"/S{k}", self._once(("text", text), lambda t=text: self._text(t)).form)  # type: ignore[misc]
+                 for k, text in enumerate(statics) if text.strip()]
+        named += [(f"/D{d}", self._once(("text", d), lambda t=d: self._text(t)).form)  # type: ignore[misc]
+                  for d in "0123456789"]
+        return Art((), Outline(b"", (0.0, 0.0, 0.0, 0.0)), "", tuple(named))
 
     def _image(self, uri: str) -> Art:
         """The image scaled to 1000 units tall, its aspect kept; an SVG stays vector graphics."""

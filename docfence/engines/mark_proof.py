@@ -14,7 +14,7 @@ import pikepdf
 from docfence.engines.content_proof import Same
 from docfence.engines.geometry import PageGeometry
 from docfence.engines.marks import PageMark
-from docfence.engines.vector import NAME_PREFIX, _Builder, draw_bytes, wrapper_bytes
+from docfence.engines.vector import NAME_PREFIX, FormParts, _Builder, draw_bytes, wrapper_bytes
 
 _NAME_RE = re.compile(re.escape(NAME_PREFIX.encode("ascii")) + rb"(\d+)x*")
 # Literal strings with balanced parentheses (one nesting level), hex strings and comments: removed before
@@ -63,6 +63,19 @@ class ExpectedForms:
     def form(self, mark: PageMark, geo: PageGeometry) -> pikepdf.Stream:
         return self.builder.geometry_form(mark, geo)
 
+    @staticmethod
+    def _resources_match(parts: FormParts, res: object, same: Same) -> bool:
+        if not isinstance(res, pikepdf.Dictionary) or set(res.keys()) != {"/ExtGState", "/XObject"}:
+            return False
+        states, xobjects = res.ExtGState, res.XObject
+        if not isinstance(states, pikepdf.Dictionary) or set(states.keys()) != {"/DfGS"} \
+                or not same(parts.state, states.DfGS):
+            return False
+        names = {k for k, _ in parts.xobjects}
+        if not isinstance(xobjects, pikepdf.Dictionary) or set(xobjects.keys()) != names:
+            return False
+        return all(same(form, xobjects[k]) for k, form in parts.xobjects)
+
     def matches(self, mark: PageMark, geo: PageGeometry, actual: object, same: Same) -> bool:
         """`actual` is exactly the form the builder makes of `mark` for this page (used for marks drawn
         per page): checked part by part (keys, box, content bytes, the opacity state and the shared
@@ -80,16 +93,10 @@ class ExpectedForms:
             return False
         parts = self.builder.form_parts(mark, geo)
         res = d.get("/Resources")
-        if not isinstance(res, pikepdf.Dictionary) or set(res.keys()) != {"/ExtGState", "/XObject"}:
-            return False
-        states, xobjects = res.ExtGState, res.XObject
-        if not isinstance(states, pikepdf.Dictionary) or set(states.keys()) != {"/DfGS"} \
-                or not same(parts.state, states.DfGS):
-            return False
-        names = {k for k, _ in parts.xobjects}
-        if not isinstance(xobjects, pikepdf.Dictionary) or set(xobjects.keys()) != names:
-            return False
-        if not all(same(form, xobjects[k]) for k, form in parts.xobjects):
+        if parts.shared is not None:  # compared once per document: the pair is remembered
+            if not same(parts.shared, res):
+                return False
+        elif not self._resources_match(parts, res, same):
             return False
         try:
             return actual.read_bytes() == parts.content

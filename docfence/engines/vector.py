@@ -36,6 +36,12 @@ class FormParts:
     content: bytes
     state: pikepdf.Object  # the ExtGState of the mark's opacity
     xobjects: tuple[tuple[str, pikepdf.Stream], ...]  # name -> shared form (text runs, digits, image)
+    shared: pikepdf.Object | None = None  # the indirect resources every page's form of this mark uses
+
+
+def _resources(state: pikepdf.Object, named: tuple[tuple[str, pikepdf.Stream], ...]) -> pikepdf.Dictionary:
+    xobjects = pikepdf.Dictionary(dict(named))
+    return pikepdf.Dictionary(ExtGState=pikepdf.Dictionary(DfGS=state), XObject=xobjects)
 
 
 class _Builder:
@@ -47,6 +53,7 @@ class _Builder:
         self.shop = ArtShop(pdf)
         self.states: dict[float, pikepdf.Object] = {}
         self.forms: dict[tuple[object, ...], pikepdf.Stream] = {}
+        self.resources: dict[tuple[str, ...], pikepdf.Object] = {}
         self.wrappers: dict[tuple[tuple[str, str], ...], tuple[pikepdf.Stream, pikepdf.Stream]] = {}
         self.open_q = pdf.make_stream(b"q\n")
 
@@ -68,15 +75,24 @@ class _Builder:
         for m in placements(mark.spec, art.outline, width, height):
             lines.append(f"q {_fmt(multiply(m, to_user))} cm {art.draw} Q")
         lines.append("Q\n")
-        return FormParts("\n".join(lines).encode("ascii"), self._state(mark.spec.opacity), art.named)
+        state = self._state(mark.spec.opacity)
+        shared = self._shared_resources(art.key, state, art.named) if art.key else None
+        return FormParts("\n".join(lines).encode("ascii"), state, art.named, shared)
+
+    def _shared_resources(self, key: tuple[str, ...], state: pikepdf.Object,
+                          named: tuple[tuple[str, pikepdf.Stream], ...]) -> pikepdf.Object:
+        """One indirect resource dictionary for all the per-page forms of a `{page}` mark."""
+        full = (*key, str(state.objgen))
+        if full not in self.resources:
+            self.resources[full] = self.pdf.make_indirect(_resources(state, named))
+        return self.resources[full]
 
     def geometry_form(self, mark: PageMark, geo: PageGeometry) -> pikepdf.Stream:
         """The mark laid out for this page geometry, clipped to the visible box."""
         key = (mark.index, mark.spec, mark.text, geo.crop, geo.rotate)
         if key not in self.forms:
             parts = self.form_parts(mark, geo)
-            resources = pikepdf.Dictionary(ExtGState=pikepdf.Dictionary(DfGS=parts.state),
-                                           XObject=pikepdf.Dictionary(dict(parts.xobjects)))
+            resources = parts.shared if parts.shared is not None else _resources(parts.state, parts.xobjects)
             self.forms[key] = self.shop.form(parts.content, geo.crop, resources)
         return self.forms[key]
 

@@ -81,11 +81,15 @@ def test_marks_drawn_in_the_wrong_order(pair: tuple[bytes, bytes], level: str) -
 
 @pytest.mark.parametrize("level", LEVELS)
 def test_a_page_number_drawn_with_another_digit(pair: tuple[bytes, bytes], level: str) -> None:
-    """Page 7's footer content untouched, but the shared form its number names is page 8's digit."""
+    """Page 7's footer draws /D7 as the mark's shared resources say, but its own resources map /D7 to
+    the outline of an 8: the content bytes are right, the digit drawn is not."""
 
     def other_digit(pdf: pikepdf.Pdf) -> None:
-        seven, eight = (pdf.pages[n].obj.Resources.XObject.DfWm1.Resources.XObject for n in (6, 7))
-        seven.R1 = eight.R1
+        form = pdf.pages[6].obj.Resources.XObject.DfWm1
+        own = pikepdf.Dictionary(form.Resources)  # a copy for this page alone, then one digit swapped
+        own.XObject = pikepdf.Dictionary(own.XObject)
+        own.XObject.D7 = own.XObject.D8
+        form.Resources = own
 
     names, failures = failed(pair[0], mutate(pair[1], other_digit), level)
     assert {"watermark_structure"} <= names
