@@ -180,6 +180,63 @@ class Limits:
         return min(self.render_timeout_s, budget)
 
 
+CORNERS = ("bottom-right", "bottom-left", "top-right", "top-left")
+
+
+@dataclass(frozen=True)
+class VerificationSpec:
+    """A QR verification code stamped after the marks (engines/verify_code.py). A class default has an
+    empty `url` and `code`; submission fills both ({public_base_url}/v1/verify/{job_id}?c={code}) and
+    they are frozen with the rest of the policy, so a retry draws the same code."""
+
+    pages: str = "last"  # as WatermarkSpec.pages
+    corner: str = "bottom-right"  # of the page as displayed
+    size_pt: float = 72.0  # the symbol with its quiet zone; 72 pt decodes from a 150 DPI render
+    margin_pt: float = 18.0
+    url: str = ""
+    code: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.pages, str) or not _PAGES_RE.match(self.pages.replace(" ", "")):
+            raise ConfigError("verification pages must be all, first, last, odd, even or ranges like 1-3,7")
+        if self.corner not in CORNERS:
+            raise ConfigError(f"verification corner must be one of {', '.join(CORNERS)}")
+        for name, low, high in (("size_pt", 36.0, 288.0), ("margin_pt", 0.0, 144.0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+                raise ConfigError(f"verification {name} must be a number in [{low:g}, {high:g}] pt")
+        if not isinstance(self.url, str) or len(self.url) > 300:
+            raise ConfigError("verification url must be a string of at most 300 characters")
+
+    def page_selected(self, index: int, count: int) -> bool:
+        """Whether 0-based page `index` of `count` carries the code (the watermark's page grammar)."""
+        return WatermarkSpec(pages=self.pages).page_selected(index, count)
+
+
+@dataclass(frozen=True)
+class SigningSpec:
+    """A PAdES signature added after validation (engines/signing.py) with the organisation's key
+    ([signing] in the configuration; the key never enters a policy). Encrypted outputs are refused
+    (`signing_refused`): a signature over bytes the recipient cannot check without a password proves
+    nothing to them, and re-encrypting would change what the validator proved."""
+
+    visible: bool = False
+    page: str = "first"  # first | last: where a visible box goes ("last" reads every page object)
+    reason: str = "Issued by docfence"
+    field_name: str = "DocfenceSignature"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.visible, bool):
+            raise ConfigError("signing visible must be true or false")
+        if self.page not in ("first", "last"):
+            raise ConfigError("signing page must be first or last")
+        if not isinstance(self.reason, str) or len(self.reason) > 200:
+            raise ConfigError("signing reason must be at most 200 characters")
+        if not isinstance(self.field_name, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,63}",
+                                                                    self.field_name):
+            raise ConfigError("signing field_name must be a letter then letters, digits or _")
+
+
 SANITIZE_CHOICES = ("keep", "strip", "refuse")
 
 
@@ -242,6 +299,8 @@ class JobPolicy:
     # values of the dynamic fields, resolved at submission (recipient, date, job_id...). None: a policy
     # frozen before fields existed, whose mark text is drawn literally, as it was then.
     fields: dict[str, str] | None = None
+    verification: VerificationSpec | None = None  # a QR verification code (issue 18 part 4)
+    signing: SigningSpec | None = None  # a PAdES signature of the output (issue 18 part 5)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "marks", tuple(self.marks))
@@ -306,6 +365,9 @@ class JobPolicy:
             d["limits"] = Limits(**d["limits"])
         if isinstance(d.get("sanitize"), dict):
             d["sanitize"] = SanitizePolicy(**d["sanitize"])
+        for name, spec_cls in (("verification", VerificationSpec), ("signing", SigningSpec)):
+            if isinstance(d.get(name), dict):
+                d[name] = spec_cls(**d[name])
         try:
             return cls(**d)
         except (TypeError, ValueError) as exc:

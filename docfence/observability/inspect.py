@@ -190,6 +190,32 @@ def validation_summary(artifact: Artifact | None) -> dict[str, Any] | None:
             "checks": checks}
 
 
+_CODE_CHECKS = ("verification_code_structure", "verification_code_decodes")
+_SIGNATURE_CHECKS = ("signature_valid", "signature_covers_file")
+
+
+def issue_status(job: Job, artifact: Artifact | None) -> dict[str, Any]:
+    """The job's verification code and signature: None when its class has neither, else the pages or
+    visibility asked for and "ok" / "failed" (from the published validation report) or "not issued"."""
+    checks = {str(c.get("name")): c for c in (artifact.validation.get("checks", []) if artifact else [])
+              if isinstance(c, dict)}
+
+    def status(names: tuple[str, ...]) -> str:
+        found = [checks[n] for n in names if n in checks]
+        if not found:
+            return "not issued"
+        return "ok" if len(found) == len(names) and all(c.get("ok") for c in found) else "failed"
+
+    code, sig = job.policy.verification, job.policy.signing
+    signer = str(checks.get("signature_valid", {}).get("signer", "")) or None
+    return {
+        "verification": None if code is None else {"pages": code.pages, "url": code.url,
+                                                    "status": status(_CODE_CHECKS)},
+        "signature": None if sig is None else {"visible": sig.visible, "signer": signer,
+                                               "status": status(_SIGNATURE_CHECKS)},
+    }
+
+
 def format_inspection(ins: Inspection, recipient_visible: bool = False) -> str:
     """The one-screen answer printed by `docfence inspect JOB` (the marks' recipient, purpose and
     reference read "(hidden)" unless `recipient_visible`)."""
@@ -217,6 +243,14 @@ def format_inspection(ins: Inspection, recipient_visible: bool = False) -> str:
         bad = [c["name"] for c in summary["checks"] if not c["ok"]]
         lines.append(f"validation {'ok' if summary['ok'] else 'FAILED: ' + ', '.join(bad)} "
                      f"({len(summary['checks'])} checks)")
+    issued = issue_status(job, ins.artifact)
+    if issued["verification"]:
+        v = issued["verification"]
+        lines.append(f"code       {v['status']} (pages {v['pages']}) {v['url']}")
+    if issued["signature"]:
+        s = issued["signature"]
+        lines.append(f"signature  {s['status']} ({'visible' if s['visible'] else 'invisible'}"
+                     f"{', ' + s['signer'] if s['signer'] else ''})")
     lines.append("attempts")
     for a in ins.attempts:
         lines.append(f"  #{a.attempt} {a.worker} claimed {_at(a.claimed_at, now)} -> "
@@ -224,8 +258,9 @@ def format_inspection(ins: Inspection, recipient_visible: bool = False) -> str:
     lines.append("timeline")
     for e in ins.events:
         move = f"{e.from_state or '-'} -> {e.to_state}" if e.from_state != e.to_state else ""
+        note = e.details.get("note") if isinstance(e.details, dict) else None
         lines.append(f"  {e.at.isoformat(timespec='seconds')} #{e.attempt or 0} {e.action:<22} {move} "
-                     f"by {e.actor}")
+                     f"by {e.actor}{f' ({note})' if note else ''}")
     lines.append("next")
     lines.extend(f"  {step}" for step in ins.next_steps)
     return "\n".join(lines)
@@ -259,6 +294,7 @@ def inspection_dict(ins: Inspection, recipient_visible: bool = False) -> dict[st
         **marks_view(p, recipient_visible=recipient_visible),
         "observation": obs,
         "validation": validation_summary(ins.artifact),
+        "issue": issue_status(job, ins.artifact),  # verification code and signature
         "artifact": _artifact(ins.artifact),
         "paused": ins.paused,
         "next_steps": ins.next_steps,

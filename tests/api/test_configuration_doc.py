@@ -11,19 +11,25 @@ from typing import Any
 import pytest
 
 from docfence import config
-from docfence.core.policy import Limits, SanitizePolicy, WatermarkSpec
+from docfence.core.policy import Limits, SanitizePolicy, SigningSpec, VerificationSpec, WatermarkSpec
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 #: Section heading -> the dataclass its table documents, and keys the TOML file cannot set directly.
 SECTIONS: dict[str, tuple[type, set[str]]] = {
-    "## Top-level keys": (config.Settings, {"classes", "worker", "limits", "server"}),
+    "## Top-level keys": (config.Settings, {"classes", "worker", "limits", "server", "webhooks",
+                                            "verification", "signing"}),
     "## `[classes.NAME]`: document classes": (config.DocumentClass, {"name", "mark_rules"}),
     "### `[classes.NAME.watermark]`": (WatermarkSpec, set()),
     "### `[classes.NAME.sanitize]`": (SanitizePolicy, set()),
+    "### `[classes.NAME.verification]`": (VerificationSpec, {"url", "code"}),  # set per job
+    "### `[classes.NAME.signing]`": (SigningSpec, set()),
+    "## `[verification]`": (config.VerificationConfig, set()),
+    "## `[signing]`": (config.SigningConfig, set()),
     "## `[worker]`": (config.WorkerConfig, set()),
     "## `[limits]`": (Limits, set()),
     "## `[server]`": (config.ServerConfig, set()),
+    "## `[webhooks]`": (config.WebhooksConfig, set()),
 }
 #: Keys the loader reads that are not dataclass fields.
 LOADER_KEYS = {
