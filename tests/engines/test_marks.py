@@ -165,3 +165,25 @@ def test_unsafe_or_unsupported_svg_is_refused(svg: bytes, message: str) -> None:
 def test_a_png_that_is_not_a_png_is_refused() -> None:
     with pytest.raises(ConfigError, match="PNG"):
         check_image(uri("png", b"GIF89a not really"))
+
+
+def test_the_local_cli_builds_marks_and_fields(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import argparse
+
+    from docfence.cli import watermark as cli
+
+    logo = tmp_path / "logo.svg"
+    logo.write_bytes(SVG)
+    args = argparse.Namespace(text="CONFIDENTIAL", position="diagonal", pages="all", opacity=0.25,
+                              mode="vector", dpi=150, owner_password_policy="refuse",
+                              timezone="Europe/Berlin",
+                              recipient="Dr. Ada Example", purpose=None, reference=None,
+                              mark=['{"text": "{recipient} · {page}/{pages}", "position": "footer"}',
+                                    f'{{"image": "{logo}", "position": "header"}}'])
+    policy = cli.for_file(cli.build_policy(args), b"%PDF-1.4 x")
+    assert policy.fields is not None and policy.fields["recipient"] == "Dr. Ada Example"
+    assert policy.fields["job_id"] == "local" and len(policy.fields["sha8"]) == 8
+    assert policy.marks[1].image is not None and policy.marks[1].image.startswith("data:image/svg+xml")
+    args.recipient = None
+    with pytest.raises(ConfigError, match="mark 2 draws nothing"):
+        cli.build_policy(argparse.Namespace(**{**vars(args), "mark": ['{"text": "{recipient}"}']}))
