@@ -280,6 +280,7 @@ class Settings:
             validation=cls.validation,
             verification=cls.verification,
             signing=cls.signing,
+            marks=cls.mark_rules.marks, fields={},  # fields: filled at submission (service) or left empty
         )
         return base.evolve(**overrides) if overrides else base
 
