@@ -62,7 +62,8 @@ class ArtShop:
             return self._once(("image", spec.image), lambda: self._image(spec.image or ""))
         if len(mark.runs) <= 1:
             return self._once(("text", mark.text), lambda: self._text(mark.text))
-        return self._once(("runs", mark.text), lambda: self._runs(mark))
+        # keyed by the runs, not the text: the same text split differently names other forms
+        return self._once(("runs", repr(mark.runs)), lambda: self._runs(mark))
 
     def _once(self, key: tuple[str, str], make: object) -> Art:
         if key not in self._made:
