@@ -552,15 +552,17 @@ def _doc_class(name: str, spec: Any) -> DocumentClass:
         except ValueError:
             raise _invalid(f"{label}.mode", spec["mode"], f"allowed: {', '.join(m.value for m in Mode)}") \
                 from None
+    spec["mark_rules"] = rules = _mark_rules(label, spec)
     if "watermark" in spec:
         wm = spec["watermark"]
         if isinstance(wm, dict) and isinstance(wm.get("color"), list):
             wm = {**wm, "color": tuple(wm["color"])}
         try:
+            if isinstance(wm, dict) and wm.get("image") is not None:
+                wm = {**wm, "image": rules.image(wm["image"])}  # a logo by name, as in marks
             spec["watermark"] = WatermarkSpec.from_mapping(wm)
         except ConfigError as exc:
             raise ConfigError(f"{label}.watermark: {exc.message}") from None
-    spec["mark_rules"] = _mark_rules(label, spec)
     if "sanitize" in spec:
         policy = spec["sanitize"]
         if not isinstance(policy, dict):

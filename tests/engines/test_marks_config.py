@@ -28,6 +28,10 @@ max_marks = 3
 allowed_fields = ["recipient", "date", "page", "pages"]
 images = {{ logo = "{tmp_path / 'logo.svg'}" }}
 
+[classes.external.watermark]
+image = "logo"
+position = "center"
+
 [[classes.external.marks]]
 text = "{{recipient}} · {{date}} · {{page}}/{{pages}}"
 position = "footer"
@@ -42,6 +46,7 @@ position = "header"
     assert rules.marks[1].image is not None and rules.marks[1].image.startswith("data:image/svg+xml;base64,")
     policy = settings.policy_for("external")
     assert len(policy.all_marks()) == 3 and policy.marks[0].color == (0.2, 0.2, 0.2)
+    assert policy.watermark is not None and policy.watermark.image == rules.marks[1].image
 
 
 @pytest.mark.parametrize(("body", "words"), [
