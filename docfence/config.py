@@ -561,6 +561,7 @@ def _doc_class(name: str, spec: Any) -> DocumentClass:
             if isinstance(wm, dict) and wm.get("image") is not None:
                 wm = {**wm, "image": rules.image(wm["image"])}  # a logo by name, as in marks
             spec["watermark"] = WatermarkSpec.from_mapping(wm)
+            rules.check_fields(spec["watermark"])  # the class's own first mark keeps its field rules too
         except ConfigError as exc:
             raise ConfigError(f"{label}.watermark: {exc.message}") from None
     if "sanitize" in spec:

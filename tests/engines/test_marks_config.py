@@ -59,6 +59,7 @@ position = "header"
     ('marks = [{ image = "missing" }]', "not a logo of this class"),
     ('allowed_fields = ["page"]\nmarks = [{ text = "{recipient}" }]', "{recipient} is not allowed"),
     ("max_marks = 1\nmarks = [{ text = \"x\" }]", "exceed max_marks=1"),
+    ('allowed_fields = ["page"]\n[classes.c.watermark]\ntext = "{tenant}"', "{tenant} is not allowed"),
 ])
 def test_bad_class_mark_settings_fail_at_start_up_naming_the_key(tmp_path: Path, body: str,
                                                                  words: str) -> None:
