@@ -579,18 +579,22 @@ def _marks(rules: MarkRules, base: WatermarkSpec,
 
 
 def _drawable(marks: tuple[WatermarkSpec, ...], caller: Mapping[str, str]) -> None:
-    """Images decoded and converted, and text with the caller's values laid out, now as the render
-    will: a logo or a recipient no installed font can draw fails the submission, not the job."""
-    from docfence.core.fields import fill
+    """Images decoded and converted, and the caller's values laid out, now as the render will: a logo
+    or a recipient no installed font can draw fails the submission (naming the field), not the job."""
     from docfence.engines.mark_art import check_image
     from docfence.engines.outline_text import outline_text
 
+    used = {name for spec in marks for name in spec.fields}
+    for name, value in caller.items():
+        if name in used and value.strip():
+            try:
+                outline_text(value)
+            except ConfigError:
+                raise ConfigError(f"{name} holds a character no installed font can draw",
+                                  field=name) from None
     for spec in marks:
         if spec.image is not None:
             check_image(spec.image)
-        elif caller and any(name in spec.fields for name in caller):
-            sample = {"date": "2026-01-01", "job_id": "x", "tenant": "x", "page": "1", "pages": "1"}
-            outline_text(fill(spec.text, {**sample, **caller}))
 
 
 def _caller_fields(request: SubmitRequest) -> dict[str, str]:
