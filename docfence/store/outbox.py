@@ -29,9 +29,9 @@ def append_outbox(tx: _Tx, events: Sequence[tuple[Row, dict[str, Any]]]) -> None
     rows = [event for row, fields in events if JobState(fields["to_state"]).terminal
             for event in _events(row, fields)]
     if rows:  # two statements per transaction, not two per job: group commits stay cheap
-        events = json.dumps(rows, separators=(",", ":"))
-        tx.send("insert_webhook_events", events=events)
-        tx.send("insert_webhook_deliveries", events=events)
+        batch = json.dumps(rows, separators=(",", ":"))
+        tx.send("insert_webhook_events", events=batch)
+        tx.send("insert_webhook_deliveries", events=batch)
 
 
 def _events(row: Row, fields: dict[str, Any]) -> list[dict[str, Any]]:
