@@ -78,3 +78,5 @@ def test_deliver_once_and_show(db: str, capsys: pytest.CaptureFixture[str]) -> N
     assert main(["webhooks", "show", job.id, "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert {d["state"] for d in shown["deliveries"]} == {"delivered"} and len(shown["attempts"]) == 2
+    assert main(["inspect", job.id]) == 0  # the attempts are on the job's timeline
+    assert capsys.readouterr().out.count("webhook_attempt") == 2

@@ -190,3 +190,24 @@ def test_redirects_are_not_followed(store) -> None:  # type: ignore[no-untyped-d
         (job_id,) = finished_job(store)
         assert len(dispatcher(store).run_once().retried) == 1
     assert followed == [] and store.webhook_activity(job_id).attempts[0].status_code == 307
+
+
+def test_the_request_goes_to_the_checked_address_with_the_original_host(store) -> None:  # type: ignore[no-untyped-def]
+    from docfence.maintenance.webhook_http import GuardedTransport, Timeouts
+
+    lookups: list[str] = []
+
+    def resolver(host: str, port: int) -> list[str]:  # the one lookup; the connection reuses its answer
+        lookups.append(host)
+        return ["127.0.0.1"]
+
+    receiver = Receiver(secret="")
+    with receiving(receiver) as url:
+        named = url.replace("127.0.0.1", "hooks.invalid")  # a name no system resolver knows
+        receiver.secret = endpoint_for(store, named)
+        finished_job(store)
+        transport = GuardedTransport(AddressPolicy(("127.0.0.1",)), Timeouts(2.0, 2.0), resolver=resolver)
+        d = WebhookDispatcher(store, LOOPBACK, worker="d1", rng=random.Random(1), transport=transport)
+        assert len(d.run_once().delivered) == 1
+    assert lookups == ["hooks.invalid"]
+    assert receiver.headers[0]["host"] == named.split("/")[2]
