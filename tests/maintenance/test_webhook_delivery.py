@@ -211,3 +211,14 @@ def test_the_request_goes_to_the_checked_address_with_the_original_host(store) -
         assert len(d.run_once().delivered) == 1
     assert lookups == ["hooks.invalid"]
     assert receiver.headers[0]["host"] == named.split("/")[2]
+
+
+def test_public_url_makes_the_links_absolute_in_the_signed_body(store) -> None:  # type: ignore[no-untyped-def]
+    config = WebhooksConfig(allow_hosts=("127.0.0.1",), public_url="https://pdf.example.org/")
+    receiver = Receiver(secret="")
+    with receiving(receiver) as url:
+        receiver.secret = endpoint_for(store, url, config)
+        (job_id,) = finished_job(store)
+        assert len(dispatcher(store, config).run_once().delivered) == 1 and receiver.bad_signatures == 0
+    (payload,) = receiver.payloads.values()
+    assert payload["data"]["links"]["job"] == f"https://pdf.example.org/v1/jobs/{job_id}"
