@@ -115,9 +115,9 @@ class WebhookDispatcher:
                                               reason=reason):
             bucket.append(key)
             DELIVERIES.labels(attempt.outcome).inc()
-            log.info("webhook %s attempt %d to endpoint %s: %s", claim.event_id, claim.attempt,
+            log.info("webhook %s delivery attempt %d to endpoint %s: %s", claim.event_id, claim.attempt,
                      claim.endpoint_id, attempt.outcome,
-                     extra={"job_id": claim.job_id, "attempt": claim.attempt})
+                     extra={"job_id": claim.job_id, "attempt": claim.job_attempt})
         else:
             DELIVERIES.labels("stale").inc()
 

@@ -49,6 +49,7 @@ class DeliveryClaim:
     event_created_at: datetime
     event_type: str
     job_id: str
+    job_attempt: int  # the job's attempt whose transition wrote the event
     payload: str
     url: str
     secrets: tuple[str, ...] = field(repr=False)
@@ -265,6 +266,7 @@ def _claim(row: Row, event: Row, endpoint: Row, worker: str) -> DeliveryClaim:
     return DeliveryClaim(
         event_id=row["event_id"], endpoint_id=row["endpoint_id"], attempt=int(row["attempt"]), worker=worker,
         claimed_at=row["claimed_at"], lease_expires_at=row["run_after"], event_created_at=row["created_at"],
-        event_type=event["type"], job_id=event["job_id"], payload=event["payload"], url=endpoint["url"],
+        event_type=event["type"], job_id=event["job_id"], job_attempt=int(event["attempt"]),
+        payload=event["payload"], url=endpoint["url"],
         secrets=tuple(secrets),
     )
