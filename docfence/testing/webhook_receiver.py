@@ -18,7 +18,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 @dataclass
 class Receiver:
     secret: str
-    mode: str = "ok"  # ok | 500 | hang | slow
+    mode: str = "ok"  # ok | 500 | hang | slow | drip
     received: list[tuple[str, int]] = field(default_factory=list)  # (webhook-id, docfence-attempt)
     bad_signatures: int = 0
     payloads: dict[str, Any] = field(default_factory=dict)  # deduped on webhook-id
@@ -55,6 +55,13 @@ class Receiver:
             handler.send_header("content-length", "600")
             handler.end_headers()
             handler.wfile.write(b"x" * 600)
+            return
+        if self.mode == "drip":  # a byte every 50 ms until released: no read ever waits long
+            for byte in b"HTTP/1.1 200 OK\r\nx-padding: " + b"x" * 10_000:
+                if self.release.wait(0.05):
+                    return
+                handler.wfile.write(bytes([byte]))
+                handler.wfile.flush()
             return
         if self.mode == "slow":
             handler.wfile.write(b"HTTP/1.1 200 OK\r\n")

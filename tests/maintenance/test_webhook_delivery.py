@@ -206,7 +206,8 @@ def test_the_request_goes_to_the_checked_address_with_the_original_host(store) -
         named = url.replace("127.0.0.1", "hooks.invalid")  # a name no system resolver knows
         receiver.secret = endpoint_for(store, named)
         finished_job(store)
-        transport = GuardedTransport(AddressPolicy(("127.0.0.1",)), Timeouts(2.0, 2.0), resolver=resolver)
+        transport = GuardedTransport(AddressPolicy(("127.0.0.1",)), Timeouts(2.0, 2.0, 10.0),
+                                     resolver=resolver)
         d = WebhookDispatcher(store, LOOPBACK, worker="d1", rng=random.Random(1), transport=transport)
         assert len(d.run_once().delivered) == 1
     assert lookups == ["hooks.invalid"]
@@ -222,3 +223,17 @@ def test_public_url_makes_the_links_absolute_in_the_signed_body(store) -> None: 
         assert len(dispatcher(store, config).run_once().delivered) == 1 and receiver.bad_signatures == 0
     (payload,) = receiver.payloads.values()
     assert payload["data"]["links"]["job"] == f"https://pdf.example.org/v1/jobs/{job_id}"
+
+
+def test_a_receiver_that_trickles_its_answer_is_cut_off_at_the_attempt_time_limit(store) -> None:  # type: ignore[no-untyped-def]
+    from docfence.maintenance.webhook_http import GuardedTransport, Timeouts
+
+    receiver = Receiver(secret="", mode="drip")  # one header byte at a time, each well within read_s
+    with receiving(receiver) as url:
+        receiver.secret = endpoint_for(store, url)
+        (job_id,) = finished_job(store)
+        transport = GuardedTransport(AddressPolicy(("127.0.0.1",)), Timeouts(2.0, 2.0, total_s=0.5))
+        d = WebhookDispatcher(store, LOOPBACK, worker="d1", rng=random.Random(1), transport=transport)
+        assert len(d.run_once().retried) == 1
+    (attempt,) = store.webhook_activity(job_id).attempts
+    assert attempt.outcome == "retry" and attempt.error == "attempt time limit (0.5 s)"
