@@ -160,11 +160,12 @@ class _PinnedBackend(httpcore.SyncBackend):
 class _PinnedTransport(httpx.HTTPTransport):
     """httpx's transport (its request and error mapping) over a pool with the pinned backend."""
 
-    def __init__(self, address: str, deadline: _Deadline) -> None:
+    def __init__(self, address: str, deadline: _Deadline, ssl_context: ssl.SSLContext | None) -> None:
         super().__init__(trust_env=False)
         self._pool.close()
         # httpx builds its pool privately; replacing it is the one way to give it a network backend
-        self._pool = httpcore.ConnectionPool(ssl_context=httpx.create_ssl_context(), max_connections=1,
+        self._pool = httpcore.ConnectionPool(ssl_context=ssl_context or httpx.create_ssl_context(),
+                                             max_connections=1,
                                              network_backend=_PinnedBackend(address, deadline))
 
 
@@ -172,9 +173,11 @@ class GuardedTransport:
     """POSTs one body to a receiver under the address policy (`send` is the one I/O seam)."""
 
     def __init__(self, policy: AddressPolicy, timeouts: Timeouts, *, resolver: Resolver = resolve,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, ssl_context: ssl.SSLContext | None = None) -> None:
+        """`ssl_context`: whom HTTPS receivers' certificates must chain to (default: the public CAs)."""
         self.policy, self.timeouts, self.resolver = policy, timeouts, resolver
         self.clock = clock or SystemClock()
+        self.ssl_context = ssl_context
 
     def send(self, url: str, body: bytes, headers: Mapping[str, str]) -> Sent:
         """Raises DestinationRefused before any connection for a refused URL or address."""
@@ -188,9 +191,10 @@ class GuardedTransport:
         deadline = _Deadline(self.timeouts.total_s)
         timeout = httpx.Timeout(connect=self.timeouts.connect_s, read=self.timeouts.read_s,
                                 write=self.timeouts.read_s, pool=self.timeouts.connect_s)
+        transport = _PinnedTransport(str(ip), deadline, self.ssl_context)
         try:
-            with (httpx.Client(transport=_PinnedTransport(str(ip), deadline), timeout=timeout,
-                               follow_redirects=False, trust_env=False) as client,
+            with (httpx.Client(transport=transport, timeout=timeout, follow_redirects=False,
+                               trust_env=False) as client,
                   client.stream("POST", url, content=body, headers=dict(headers)) as response):
                 prefix = _read_prefix(response)
         except httpx.TimeoutException as exc:

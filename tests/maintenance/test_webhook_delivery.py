@@ -237,3 +237,24 @@ def test_a_receiver_that_trickles_its_answer_is_cut_off_at_the_attempt_time_limi
         assert len(d.run_once().retried) == 1
     (attempt,) = store.webhook_activity(job_id).attempts
     assert attempt.outcome == "retry" and attempt.error == "attempt time limit (0.5 s)"
+
+
+@pytest.mark.parametrize("certified, delivered", [("hooks.test", True), ("other.test", False)])
+def test_https_pins_the_address_and_checks_the_certificate_against_the_url_host(  # type: ignore[no-untyped-def]
+        store, tmp_path, certified: str, delivered: bool) -> None:
+    from docfence.maintenance.webhook_http import GuardedTransport, Timeouts
+    from docfence.testing.webhook_receiver import tls_pair
+
+    server_tls, client_tls = tls_pair(tmp_path, certified)
+    receiver = Receiver(secret="")
+    with receiving(receiver, tls=server_tls) as url:
+        named = url.replace("127.0.0.1", "hooks.test")  # resolved by the test's resolver only
+        receiver.secret = endpoint_for(store, named)
+        (job_id,) = finished_job(store)
+        transport = GuardedTransport(AddressPolicy(("127.0.0.1",)), Timeouts(2.0, 2.0, 10.0),
+                                     resolver=lambda host, port: ["127.0.0.1"], ssl_context=client_tls)
+        result = WebhookDispatcher(store, LOOPBACK, worker="d1", transport=transport).run_once()
+    assert len(result.delivered) == int(delivered) and len(receiver.received) == int(delivered)
+    if not delivered:  # a certificate for another name: refused by the TLS check, nothing sent
+        (attempt,) = store.webhook_activity(job_id).attempts
+        assert "CERTIFICATE_VERIFY_FAILED" in (attempt.error or "") or "certificate" in (attempt.error or "")
