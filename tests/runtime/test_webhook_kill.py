@@ -49,7 +49,8 @@ def test_sigkill_mid_delivery_then_another_dispatcher_delivers_it(store, clock: 
         (killed_id, _), = receiver.received
         rescuer = WebhookDispatcher(store, CONFIG, worker="d2")
         assert len(rescuer.run_once().delivered) == 2  # the other two; the killed one is still leased
-        clock.advance(LEASE_S + 1)  # ...until its lease runs out
+        # ...until its lease runs out: the killed process leased it on the real clock, for LEASE_S
+        clock.advance((utcnow() - clock.now()).total_seconds() + LEASE_S + 1)
         assert len(rescuer.run_once().delivered) == 1
     assert receiver.bad_signatures == 0
     assert len(receiver.received) == len(set(receiver.received))  # never twice for one attempt number
