@@ -160,12 +160,11 @@ class _PinnedBackend(httpcore.SyncBackend):
 class _PinnedTransport(httpx.HTTPTransport):
     """httpx's transport (its request and error mapping) over a pool with the pinned backend."""
 
-    def __init__(self, address: str, deadline: _Deadline, ssl_context: ssl.SSLContext | None) -> None:
-        super().__init__(trust_env=False)
+    def __init__(self, address: str, deadline: _Deadline, ssl_context: ssl.SSLContext) -> None:
+        super().__init__(verify=ssl_context, trust_env=False)
         self._pool.close()
         # httpx builds its pool privately; replacing it is the one way to give it a network backend
-        self._pool = httpcore.ConnectionPool(ssl_context=ssl_context or httpx.create_ssl_context(),
-                                             max_connections=1,
+        self._pool = httpcore.ConnectionPool(ssl_context=ssl_context, max_connections=1,
                                              network_backend=_PinnedBackend(address, deadline))
 
 
@@ -177,7 +176,8 @@ class GuardedTransport:
         """`ssl_context`: whom HTTPS receivers' certificates must chain to (default: the public CAs)."""
         self.policy, self.timeouts, self.resolver = policy, timeouts, resolver
         self.clock = clock or SystemClock()
-        self.ssl_context = ssl_context
+        # built once: loading the CA bundle costs tens of milliseconds, more than a local delivery
+        self.ssl_context = ssl_context or httpx.create_ssl_context()
 
     def send(self, url: str, body: bytes, headers: Mapping[str, str]) -> Sent:
         """Raises DestinationRefused before any connection for a refused URL or address."""
