@@ -258,3 +258,26 @@ def test_https_pins_the_address_and_checks_the_certificate_against_the_url_host(
     if not delivered:  # a certificate for another name: refused by the TLS check, nothing sent
         (attempt,) = store.webhook_activity(job_id).attempts
         assert "CERTIFICATE_VERIFY_FAILED" in (attempt.error or "") or "certificate" in (attempt.error or "")
+
+
+def test_concurrent_dispatchers_deliver_each_event_once(store) -> None:  # type: ignore[no-untyped-def]
+    receiver = Receiver(secret="")
+    with receiving(receiver) as url:
+        receiver.secret = endpoint_for(store, url)
+        finished_job(store, 20)
+        start = threading.Barrier(3)
+        results: list[object] = []
+
+        def run(name: str) -> None:
+            d = dispatcher(store, name=name)
+            start.wait(30)
+            results.append(d.run_once())
+
+        threads = [threading.Thread(target=run, args=(f"d{i}",)) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+    delivered = [key for r in results for key in r.delivered]  # type: ignore[attr-defined]
+    assert len(delivered) == len(set(delivered)) == 20 and len(receiver.payloads) == 20
+    assert len(receiver.received) == len(set(receiver.received)) == 20  # one request per event, attempt 1
