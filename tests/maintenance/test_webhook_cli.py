@@ -75,6 +75,8 @@ def test_deliver_once_and_show(db: str, capsys: pytest.CaptureFixture[str]) -> N
     assert DELIVERIES.labels("delivered")._value.get() == before + 2
     for payload in receiver.payloads.values():
         assert set(payload) == {"type", "timestamp", "data"} and set(payload["data"]) == PAYLOAD_FIELDS
+    assert main(["webhooks", "status", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"pending": 0, "delivering": 0, "delivered": 2, "failed": 0}
     assert main(["webhooks", "show", job.id, "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert {d["state"] for d in shown["deliveries"]} == {"delivered"} and len(shown["attempts"]) == 2
