@@ -207,6 +207,9 @@ class WebhookQueries(SqlBase):
             row = tx.one("finish_webhook_delivery", to_state=to_state, delay_s=float(delay_s),
                          status_code=result.status_code, reason=reason, worker=claim.worker,
                          now=self._now_param(), **keys)
+            if row is not None and to_state == "pending":
+                tx.send("postpone_endpoint_deliveries", endpoint_id=claim.endpoint_id, delay_s=float(delay_s),
+                        now=self._now_param())
             # on the job's own audit chain: its events (API, inspect, console) show every attempt
             self._append_event(tx, "webhook_attempt", actor=claim.worker, job_id=claim.job_id,
                                reason=result.outcome, chain=claim.job_id, details={

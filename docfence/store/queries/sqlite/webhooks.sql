@@ -145,3 +145,11 @@ SELECT state, count(*) AS n FROM webhook_deliveries GROUP BY state;
 SELECT 1 AS due FROM webhook_deliveries
  WHERE state IN ('pending', 'delivering') AND run_after <= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)
  LIMIT 1;
+
+-- name: postpone_endpoint_deliveries
+-- An attempt to :endpoint_id failed: its other pending deliveries wait at least as long, so a receiver
+-- that is down costs one attempt per backoff period, not one per event (and delays no other endpoint).
+UPDATE webhook_deliveries
+   SET run_after = max(run_after, t.now + :delay_s)
+  FROM (SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now) AS t
+ WHERE endpoint_id = :endpoint_id AND state = 'pending';
