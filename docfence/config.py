@@ -210,8 +210,10 @@ class Settings:
     limits: Limits = field(default_factory=Limits)
     server: ServerConfig = field(default_factory=ServerConfig)
     webhooks: WebhooksConfig = field(default_factory=WebhooksConfig)
-    signing_secret: str = ""  # for signed download URLs; generated per data dir when empty
-    password_key: str = ""  # Fernet key sealing PDF passwords at rest; generated per data dir when empty
+    # secrets, never printed: signed download URLs' key, and the Fernet key sealing PDF passwords at
+    # rest (each generated per data folder when empty)
+    signing_secret: str = field(default="", repr=False)
+    password_key: str = field(default="", repr=False)
     signed_url_ttl_s: float = 300.0
     max_upload_bytes: int = 100 * 1024 * 1024
     reconcile_batch: int = 100
