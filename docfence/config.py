@@ -107,6 +107,60 @@ class ServerConfig:
 
 
 @dataclass(frozen=True)
+class WebhooksConfig:
+    """[webhooks]: how signed webhooks are delivered (docs/webhooks.md).
+
+    Receivers at loopback, private, link-local, multicast or unspecified addresses are refused unless
+    `allow_hosts` names them (a host name as written in the URL, an IP address or a CIDR block)."""
+
+    allow_hosts: tuple[str, ...] = ()
+    public_url: str = ""  # prefix of the API links in payloads (https://pdf.example.org); empty: paths
+    delivery_deadline_s: float = 86400.0  # an event not delivered by then fails with its last reason
+    connect_timeout_s: float = 5.0
+    read_timeout_s: float = 10.0
+    backoff_base_s: float = 5.0  # attempt n waits base * 2^(n-1), with jitter, at most backoff_max_s
+    backoff_max_s: float = 3600.0
+    lease_s: float = 60.0  # a dispatcher's hold on one attempt; must outlast both timeouts
+    batch: int = 20  # deliveries claimed per pass
+    secret_grace_s: float = 86400.0  # after a rotation the old secret signs alongside the new one
+
+    def __post_init__(self) -> None:
+        for name in ("delivery_deadline_s", "connect_timeout_s", "read_timeout_s", "backoff_base_s",
+                     "backoff_max_s", "lease_s"):
+            if not 0 < getattr(self, name) <= 30 * 86400:
+                raise ConfigError(f"{name}={getattr(self, name)!r}: must be in (0, 2592000] seconds")
+        if self.lease_s <= 2 * (self.connect_timeout_s + self.read_timeout_s):
+            raise ConfigError(f"lease_s={self.lease_s!r}: must exceed twice connect_timeout_s + "
+                              f"read_timeout_s ({2 * (self.connect_timeout_s + self.read_timeout_s):g})")
+        if isinstance(self.batch, bool) or not 0 < self.batch <= 1000:
+            raise ConfigError(f"batch={self.batch!r}: must be an integer in [1, 1000]")
+        if not 0 <= self.secret_grace_s <= 30 * 86400:
+            raise ConfigError(f"secret_grace_s={self.secret_grace_s!r}: must be in [0, 2592000] seconds")
+        if self.public_url and not self.public_url.startswith(("https://", "http://")):
+            raise ConfigError(f"public_url={self.public_url!r}: must start with https:// or http://")
+        for host in self.allow_hosts:
+            _check_allowed_host(host)
+
+
+def _check_allowed_host(host: Any) -> None:
+    """A host name (no spaces, slashes or colons), an IP address or a CIDR block."""
+    name_like = isinstance(host, str) and bool(host) and not any(c in host for c in " /:")
+    if not (name_like or (isinstance(host, str) and _is_network(host))):
+        raise ConfigError(f"allow_hosts entry {host!r}: must be a host name, an IP address or a CIDR "
+                          "block such as 10.0.0.0/8")
+
+
+def _is_network(text: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
 class Settings:
     database_url: str = DEFAULT_DATABASE_URL
     storage_url: str = DEFAULT_STORAGE_URL
@@ -116,6 +170,7 @@ class Settings:
     worker: WorkerConfig = field(default_factory=WorkerConfig)
     limits: Limits = field(default_factory=Limits)
     server: ServerConfig = field(default_factory=ServerConfig)
+    webhooks: WebhooksConfig = field(default_factory=WebhooksConfig)
     signing_secret: str = ""  # for signed download URLs; generated per data dir when empty
     signed_url_ttl_s: float = 300.0
     max_upload_bytes: int = 100 * 1024 * 1024
@@ -316,13 +371,14 @@ def _build(data: dict[str, Any], env: dict[str, str]) -> Settings:
     known = {f.name: str(f.type) for f in fields(Settings)}
     unknown = sorted(set(data) - set(known))
     if unknown:
-        top = sorted({*known, "builtin_classes"} - {"classes", "worker", "limits", "server"})
+        top = sorted({*known, "builtin_classes"} - {"classes", "worker", "limits", "server", "webhooks"})
         raise ConfigError(f"unknown setting {unknown[0]!r} (allowed top-level keys: {', '.join(top)}; "
-                          "tables: [classes.NAME], [worker], [limits], [server])")
+                          "tables: [classes.NAME], [worker], [limits], [server], [webhooks])")
     sources = {name: name for name in data}
     worker_table = data.pop("worker", {})
     limits = _section(Limits, "[limits]", data.pop("limits", {}))
     data["server"] = _section(ServerConfig, "[server]", data.pop("server", {}))
+    data["webhooks"] = _webhooks(data.pop("webhooks", {}))
     classes = _classes(data.pop("classes", {}), builtin)
     if "report_processors" in data:
         procs = data["report_processors"]
@@ -332,7 +388,7 @@ def _build(data: dict[str, Any], env: dict[str, str]) -> Settings:
     if "regions" in data and not isinstance(data["regions"], dict):
         raise _invalid("regions", data["regions"], "must be a table of region = storage URL")
     for name in list(data):
-        if name not in ("server", "regions", "report_processors"):
+        if name not in ("server", "webhooks", "regions", "report_processors"):
             data[name] = _typed(name, data[name], known[name])
     for var, (name, typ) in _ENV.items():
         if env.get(var):
@@ -350,6 +406,17 @@ def _build(data: dict[str, Any], env: dict[str, str]) -> Settings:
         raise _invalid(sources.get("default_class", "default_class"), default_class,
                        f"not a configured class (configured: {', '.join(configured)})")
     return Settings(worker=worker, limits=limits, classes=classes, **data)
+
+
+def _webhooks(table: Any) -> WebhooksConfig:
+    """[webhooks]; `allow_hosts` is a TOML list of strings."""
+    if isinstance(table, dict) and "allow_hosts" in table:
+        hosts = table["allow_hosts"]
+        if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
+            raise _invalid("[webhooks].allow_hosts", hosts, "must be a list of host names, IPs or CIDRs")
+        table = {**table, "allow_hosts": tuple(hosts)}
+    webhooks: WebhooksConfig = _section(WebhooksConfig, "[webhooks]", table)
+    return webhooks
 
 
 def _worker(table: Any, env: dict[str, str]) -> WorkerConfig:

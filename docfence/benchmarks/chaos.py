@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -24,6 +25,7 @@ from docfence.benchmarks.harness import start_worker, worker_env
 from docfence.blobs import open_blob_store
 from docfence.config import load_settings
 from docfence.core.clock import monotonic, utcnow
+from docfence.core.records import Job
 from docfence.core.states import JobState
 from docfence.layout import attempt_of_staging_key
 from docfence.runtime import Runtime
@@ -140,6 +142,7 @@ def _figures(rt: Runtime, storage_url: str, ids: list[str], kills: list[Kill]) -
         "jobs": len(jobs), "terminal": sum(s.terminal for s in states),
         "succeeded": states.count(JobState.SUCCEEDED), "failed": states.count(JobState.FAILED),
         "canceled": states.count(JobState.CANCELED), "stale_publishes": stale,
+        "terminal_errors": _terminal_errors(jobs),
         "staging_grace_s": rt.settings.staging_grace_s, "orphans_collected_at_end": collected,
         "orphan_staged_objects": len([k for k in staged if k not in committed]),
         "missing_artifacts": len([k for k in committed if k not in set(staged)]),
@@ -151,6 +154,13 @@ def _figures(rt: Runtime, storage_url: str, ids: list[str], kills: list[Kill]) -
         "max_reclaim_delay_s": round(max(delays), 3) if delays else None,
         "reclaim_bound_s": bound, "reclaims_over_bound": sum(d > bound for d in delays),
     }
+
+
+def _terminal_errors(jobs: list[Job]) -> dict[str, int]:
+    """Failed and canceled jobs counted by their error code, so a soak says why a job did not succeed."""
+    ended_badly = (JobState.FAILED, JobState.CANCELED)
+    codes = Counter(j.last_error_code or "none" for j in jobs if j.state in ended_badly)
+    return dict(sorted(codes.items()))
 
 
 def _reclaim_delays(rt: Runtime, kills: list[Kill]) -> list[float]:

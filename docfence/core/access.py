@@ -37,6 +37,7 @@ PERMISSIONS: dict[str, frozenset[str]] = {
     "reports.read": frozenset({"read", "admin"}),
     "schedules.write": frozenset({"submit", "admin"}),
     "schedules.read": frozenset({"read", "admin"}),
+    "webhooks.manage": frozenset({"admin"}),  # the tenant's own webhook endpoints
     "console.read": frozenset({"read", "admin", OPERATOR}),  # tenant keys: their own tenant only
     "ops.claims": frozenset({OPERATOR}),  # pause, resume, drain
     "ops.modes": frozenset({OPERATOR}),

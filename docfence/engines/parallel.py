@@ -13,7 +13,7 @@ import os
 import pickle
 import signal
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 _PR_SET_PDEATHSIG = 1
@@ -53,28 +53,34 @@ def _child(task: Callable[[], T], write_fd: int) -> None:
         os._exit(code)
 
 
-def run_parallel(tasks: list[Callable[[], T]]) -> list[T | None]:
-    """Each task's result, in order; all but the last run in forked children at the same time."""
-    if len(tasks) <= 1 or not hasattr(os, "fork"):
-        return [task() for task in tasks]
-    children: list[tuple[int, int]] = []
-    for task in tasks[:-1]:
+class Forked(Generic[T]):
+    """One task started now in a forked child, running while the caller works; `result()` waits for
+    it and is its value, or None when the child died or answered nothing (the caller fails closed)."""
+
+    def __init__(self, task: Callable[[], T]) -> None:
         read_fd, write_fd = os.pipe()
         pid = os.fork()
         if pid == 0:
             os.close(read_fd)
             _child(task, write_fd)
         os.close(write_fd)
-        children.append((pid, read_fd))
-    own = tasks[-1]()
-    results: list[T | None] = []
-    for pid, read_fd in children:
-        with os.fdopen(read_fd, "rb") as pipe:
+        self.pid, self.read_fd = pid, read_fd
+
+    def result(self) -> T | None:
+        with os.fdopen(self.read_fd, "rb") as pipe:
             payload = pipe.read()
-        _, status = os.waitpid(pid, 0)
+        _, status = os.waitpid(self.pid, 0)
         ok = os.waitstatus_to_exitcode(status) == 0 and payload
-        results.append(pickle.loads(payload) if ok else None)
-    return [*results, own]
+        return pickle.loads(payload) if ok else None
+
+
+def run_parallel(tasks: list[Callable[[], T]]) -> list[T | None]:
+    """Each task's result, in order; all but the last run in forked children at the same time."""
+    if len(tasks) <= 1 or not hasattr(os, "fork"):
+        return [task() for task in tasks]
+    children = [Forked(task) for task in tasks[:-1]]
+    own = tasks[-1]()
+    return [*(child.result() for child in children), own]
 
 
 def map_ranges(fn: Callable[[int, int], T], ranges: list[tuple[int, int]]) -> list[T | None]:
@@ -82,4 +88,4 @@ def map_ranges(fn: Callable[[int, int], T], ranges: list[tuple[int, int]]) -> li
     return run_parallel([functools.partial(fn, first, stop) for first, stop in ranges])
 
 
-__all__ = ["map_ranges", "run_parallel", "split", "usable_cores"]
+__all__ = ["Forked", "map_ranges", "run_parallel", "split", "usable_cores"]

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 import pikepdf
 
 from docfence.core.errors import (
-    CorruptContent,
     DocumentError,
     EncryptionForbidsModification,
     FormTreeInvalid,
@@ -30,6 +29,14 @@ from docfence.core.errors import (
 from docfence.core.policy import JobPolicy, Limits, Mode
 from docfence.engines import decode
 from docfence.engines.geometry import PageGeometry, page_geometry
+from docfence.engines.page_content import (
+    CODED,
+    as_int,
+    check_pages_content,
+    coded,
+    early_change,
+    stream_filters,
+)
 from docfence.engines.repair import repair_boxes, structure_notes
 
 _MAX_TREE_DEPTH = 64
@@ -70,11 +77,8 @@ def preflight(data: bytes, policy: JobPolicy, password: str | None = None) -> Op
         return _preflight(data, policy, password)
     except DocumentError:
         raise
-    except (MemoryError, RecursionError) as exc:
-        raise OverLimits("The PDF's structure needs more memory or nesting than the limits allow.") from exc
-    except (pikepdf.PdfError, ValueError, TypeError, KeyError, IndexError, AttributeError,
-            OverflowError, NotImplementedError) as exc:
-        raise MalformedPdf("The PDF is damaged beyond safe repair (its structure cannot be read).") from exc
+    except CODED as exc:
+        raise coded(exc) from exc
 
 
 def _preflight(data: bytes, policy: JobPolicy, password: str | None) -> OpenedPdf:
@@ -102,10 +106,7 @@ def _preflight(data: bytes, policy: JobPolicy, password: str | None) -> OpenedPd
     check_streams(pdf, limits)
     check_form_tree(pdf, limits)
     check_drawing_graph(pages)
-    for page in pages:
-        check_page_content(page, limits)
-    if policy.mode is Mode.VECTOR:
-        check_stream_data(pages, limits)
+    check_pages_content(pages, limits, stream_data=policy.mode is Mode.VECTOR)
     opened = OpenedPdf(pdf, pages, geometry, encrypted, password or "", repairs, bool(repairs))
     if pdf.is_linearized:
         opened.notes.append("the input's linearization is not kept (the output is not linearized)")
@@ -181,7 +182,7 @@ def check_streams(pdf: pikepdf.Pdf, limits: Limits) -> None:
         filters = decode.canonical(stream_filters(obj))
         if not filters:
             continue
-        if _int(obj.get("/DL", 0)) > limits.max_stream_bytes:
+        if as_int(obj.get("/DL", 0)) > limits.max_stream_bytes:
             raise OverLimits("A stream is larger than the configured decompressed size limit.")
         raw = obj.read_raw_bytes()
         if decode.worst_case_size(len(raw), filters) <= limits.max_stream_bytes:
@@ -192,73 +193,11 @@ def check_streams(pdf: pikepdf.Pdf, limits: Limits) -> None:
             continue  # undecodable unused streams are tolerated; page content is checked separately
 
 
-_NOT_FOLLOWED = frozenset({"/Parent", "/P"})  # up the page tree / back to the annotation's page
-
-
-def check_stream_data(pages: list[pikepdf.Dictionary], limits: Limits) -> None:
-    """Vector mode keeps the bytes of every stream a page reaches (content, resources, annotation
-    appearances) in the output, so one whose compressed data does not decode would only fail the
-    validator's full read of the output after the renders: refuse it here, as corrupt_content. Only
-    chains of the general filters are decoded (images keep their codec; raster mode redraws them)."""
-    seen: set[tuple[int, int]] = set()
-    stack: list[pikepdf.Object] = list(pages)
-    while stack:
-        obj = stack.pop()
-        if not isinstance(obj, (pikepdf.Dictionary, pikepdf.Stream, pikepdf.Array)):
-            continue  # names, numbers and strings hold no streams
-        if obj.is_indirect:
-            if obj.objgen in seen:
-                continue
-            seen.add(obj.objgen)
-        if isinstance(obj, pikepdf.Stream):
-            _check_decodes(obj, limits)
-        if isinstance(obj, (pikepdf.Dictionary, pikepdf.Stream)):
-            stack.extend(value for key, value in obj.items() if key not in _NOT_FOLLOWED)
-        elif isinstance(obj, pikepdf.Array):
-            stack.extend(obj)
-
-
-def _check_decodes(obj: pikepdf.Stream, limits: Limits) -> None:
-    filters = decode.canonical(stream_filters(obj))
-    if not filters or not all(f in decode.MAX_RATIO for f in filters):
-        return
-    try:
-        decode.decoded_size(obj.read_raw_bytes(), filters, limits.max_stream_bytes,
-                            early_change(obj, len(filters)))
-    except decode.DecodeError as exc:
-        raise CorruptContent("A stream the pages use is damaged: its compressed data does not decode.") \
-            from exc
-
-
-def early_change(obj: pikepdf.Stream, layers: int) -> list[bool]:
-    """/EarlyChange of each filter layer (LZW reads it; true unless its /DecodeParms say 0)."""
-    parms = obj.get("/DecodeParms")
-    per_layer = list(parms) if isinstance(parms, pikepdf.Array) else [parms] * layers
-    return [not (isinstance(p, pikepdf.Dictionary) and _int(p.get("/EarlyChange", 1)) == 0)
-            for p in per_layer[:layers]]
-
-
-def _int(value: object) -> int:
-    try:
-        return int(value)  # type: ignore[call-overload,no-any-return]
-    except (TypeError, ValueError):
-        return 0
-
-
 def check_image_size(obj: pikepdf.Stream, limits: Limits) -> None:
-    width, height = _int(obj.get("/Width", 0)), _int(obj.get("/Height", 0))
-    bits = _int(obj.get("/BitsPerComponent", 8)) or 8
+    width, height = as_int(obj.get("/Width", 0)), as_int(obj.get("/Height", 0))
+    bits = as_int(obj.get("/BitsPerComponent", 8)) or 8
     if width * height * bits * 4 // 8 > limits.max_stream_bytes:
         raise OverLimits("An image is larger than the configured decompressed size limit.")
-
-
-def stream_filters(obj: pikepdf.Stream) -> list[str]:
-    raw = obj.get("/Filter")
-    if raw is None:
-        return []
-    if isinstance(raw, pikepdf.Array):
-        return [str(f) for f in raw]
-    return [str(raw)]
 
 
 def bounded_inflate(raw: bytes, times: int, limit: int) -> int:
@@ -359,24 +298,6 @@ def check_drawing_graph(pages: list[pikepdf.Dictionary]) -> None:
             stack.extend((child, depth + 1, False) for child in _drawn_by(node))
 
 
-def check_page_content(page: pikepdf.Dictionary, limits: Limits) -> None:
-    """Each page's content must decode and parse; a half-readable page is refused, not half-rendered."""
-    contents = page.get("/Contents")
-    streams = [contents] if isinstance(contents, pikepdf.Stream) else list(contents or [])
-    total = 0
-    try:
-        for stream in streams:
-            if not isinstance(stream, pikepdf.Stream):
-                raise CorruptContent()
-            total += len(stream.read_bytes())
-            if total > limits.max_stream_bytes:
-                raise OverLimits("A page's content is larger than the configured decompressed size limit.")
-        if streams:
-            pikepdf.parse_content_stream(page)
-    except pikepdf.PdfError as exc:
-        raise CorruptContent() from exc
-
-
 _OBJ_RE = re.compile(rb"(\d+)\s+(\d+)\s+obj\b(.*?)endobj", re.S)
 _PAGES_REF_RE = re.compile(rb"/Pages\s+(\d+)\s+\d+\s+R")
 _KIDS_RE = re.compile(rb"/Kids\s*\[([^\]]*)\]")
@@ -404,3 +325,4 @@ def classify_unopenable(data: bytes) -> MalformedPdf | NoPages | PageTreeInvalid
         if kids:
             stack.extend(int(k) for k in _REF_RE.findall(kids.group(1)))
     return MalformedPdf()
+

@@ -1,15 +1,22 @@
-"""A second, independent reading of an output: `qpdf --check` (structure) and poppler's `pdfinfo -box`
-(page count, boxes and rotation per page, linearization flag), run as bounded subprocesses."""
+"""A second reading of an output from its bytes: libqpdf's full read or `qpdf --check` (structure; in
+process) and poppler's `pdfinfo -box` (page count, boxes and rotation per page, linearization flag; an
+independent reader, run as a bounded subprocess)."""
 
 from __future__ import annotations
 
+import functools
+import io
 import os
 import re
 import subprocess
 import tempfile
-from typing import Any
+import warnings
+from typing import Any, BinaryIO, cast
+
+import pikepdf
 
 from docfence.engines.geometry import PageGeometry
+from docfence.engines.parallel import Forked
 
 _TIMEOUT_S = 60.0
 _BOX_RE = re.compile(
@@ -26,17 +33,6 @@ def _spawn(args: list[str], stdin: bytes | None) -> subprocess.Popen[bytes]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-
-
-def _send(proc: subprocess.Popen[bytes], stdin: bytes) -> None:
-    """Write all of stdin and close it, so the reader runs while the caller works."""
-    assert proc.stdin is not None
-    try:
-        proc.stdin.write(stdin)
-        proc.stdin.close()
-    except BrokenPipeError:
-        pass
-    proc.stdin = None
 
 
 def _finish(proc: subprocess.Popen[bytes], stdin: bytes | None) -> tuple[int, str]:
@@ -76,48 +72,103 @@ def poppler_failures(text: str, expected: list[PageGeometry]) -> list[str]:
     return failures
 
 
-# qpdf reads every object and decodes every stream while rewriting the file to nowhere; `--check` also
-# parses every page content stream, which costs ~4x as much on text-dense pages and adds nothing when the
-# validator has proved those streams byte-identical to the input's (which preflight parsed).
-_QPDF_READ = ["--decode-level=generalized", "--compress-streams=n"]
+class _Discard(io.RawIOBase):
+    """A seekable sink: libqpdf writes the whole file into it and nothing is kept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._at = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        self._at += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self._at
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self._at = offset if whence == io.SEEK_SET else self._at + offset
+        return self._at
+
+
+def qpdf_read(data: bytes, password: str | None, *, parse_content: bool) -> list[str]:
+    """libqpdf re-reads `data` from its bytes, as the qpdf command does, in this process (pikepdf is
+    libqpdf; a `qpdf` subprocess cost ~3.5 ms of CPU per job, nearly all of it process start-up). With
+    `parse_content`, pikepdf's step-by-step `qpdf --check` (structures, every stream decoded, every page's
+    content parsed); else a full write to nowhere that reads every object and decodes every stream
+    (`--decode-level=generalized`), which skips the content parse the validator proved unneeded. Any
+    reader warning or error is a failure."""
+    method = qpdf_method(parse_content)
+    try:
+        with pikepdf.open(io.BytesIO(data), password=password or "", inherit_page_attributes=False) as pdf:
+            if parse_content:
+                problems = pdf.check_pdf_syntax()
+            else:
+                with warnings.catch_warnings():  # about saving form widgets: nothing is saved
+                    warnings.simplefilter("ignore", pikepdf.PageCopyWarning)
+                    pdf.save(cast(BinaryIO, _Discard()), compress_streams=False, fix_metadata_version=False,
+                             stream_decode_level=pikepdf.StreamDecodeLevel.generalized)
+                problems = pdf.get_warnings()
+    except (pikepdf.PdfError, pikepdf.PasswordError) as exc:  # our own password must open our output
+        return [f"{method} failed ({type(exc).__name__})"]
+    return [f"{method} found {len(problems)} problem(s)"] if problems else []
+
+
+def qpdf_method(parse_content: bool) -> str:
+    return ("qpdf --check (libqpdf, in process)" if parse_content
+            else "qpdf full read (libqpdf, in process: every object and stream)")
 
 
 class SecondReader:
-    """qpdf and poppler's pdfinfo started on a temporary copy of the output, running while the caller
-    does its own checks; `finish` collects both. qpdf must read it without warnings (`--check` when
-    `parse_content`, else a full read that decodes every stream); poppler must see every page with the
-    expected geometry (unencrypted only: passwords are never put on a command line)."""
+    """Two re-readings of an output from its bytes, started while the caller does its own checks;
+    `finish` collects both. libqpdf must read it without warnings (see qpdf_read: run in a forked
+    process beside the caller's work when `background`, else at `finish`); poppler's `pdfinfo`, a
+    reader independent of both libqpdf and pdfium, runs as a bounded subprocess on a temporary copy and
+    must see every page with the expected geometry (unencrypted only: passwords are never put on a
+    command line)."""
 
-    def __init__(self, data: bytes, password: str | None, pages: int, *, parse_content: bool = True) -> None:
+    def __init__(
+        self, data: bytes, password: str | None, pages: int, *, parse_content: bool = True,
+        background: bool = False,
+    ) -> None:
+        self.data, self.password, self.parse_content = data, password, parse_content
+        self.qpdf_method = qpdf_method(parse_content)
+        self.structure = (
+            Forked(functools.partial(qpdf_read, data, password, parse_content=parse_content))
+            if background else None
+        )
+        self.path: str | None = None
+        self.poppler: subprocess.Popen[bytes] | None = None
+        if password:
+            return
         fd, self.path = tempfile.mkstemp(suffix=".pdf", prefix="docfence-check-")
-        self.password = password
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
-            self.pw_stdin = (password or "").encode("utf-8") + b"\n"
-            how = ["--check", self.path] if parse_content else [*_QPDF_READ, self.path, os.devnull]
-            self.qpdf = _spawn(["qpdf", "--password-file=-", *how], self.pw_stdin)
-            self.qpdf_method = "qpdf --check" if parse_content else "qpdf full read (every object and stream)"
-            _send(self.qpdf, self.pw_stdin)  # qpdf starts now, not when finish() is called
-            poppler_args = ["pdfinfo", "-box", "-f", "1", "-l", str(pages), self.path]
-            self.poppler = None if password else _spawn(poppler_args, None)
+            self.poppler = _spawn(["pdfinfo", "-box", "-f", "1", "-l", str(pages), self.path], None)
         except BaseException:
             os.unlink(self.path)
             raise
 
     def finish(self, expected: list[PageGeometry]) -> dict[str, Any]:
-        failures: list[str] = []
         try:
-            code, _ = _finish(self.qpdf, None)
-            if code != 0:
-                failures.append(f"{self.qpdf_method} failed (exit {code})")
+            found = (qpdf_read(self.data, self.password, parse_content=self.parse_content)
+                     if self.structure is None else self.structure.result())
+            failures = found if found is not None else [f"{self.qpdf_method} did not complete"]
             if self.poppler is not None:
                 p_code, text = _finish(self.poppler, None)
                 failures += (
                     poppler_failures(text, expected) if p_code == 0 else [f"pdfinfo failed (exit {p_code})"]
                 )
         finally:
-            os.unlink(self.path)
+            if self.path is not None:
+                os.unlink(self.path)
         readers = [self.qpdf_method] if self.password else [self.qpdf_method, "poppler pdfinfo -box"]
         return {
             "name": "second_reader",
@@ -129,5 +180,5 @@ class SecondReader:
 
 
 def second_reader_check(data: bytes, password: str | None, expected: list[PageGeometry]) -> dict[str, Any]:
-    """Both readers on `data`, waited for at once (see SecondReader)."""
+    """Both readers on `data` (see SecondReader)."""
     return SecondReader(data, password, len(expected)).finish(expected)

@@ -5,7 +5,8 @@ Vector, standard: page count; structure proves, on every page, boxes and page en
 content streams kept byte-for-byte inside q/Q, resources unchanged but for the fresh-named mark (so the
 text is provably the same without extracting it), links and annotations kept, the mark the expected
 Artifact on exactly the selected pages (see page_checks); pixels prove the mark visible where structure
-cannot (content that may cover it) plus a sample; a second reader (qpdf and poppler) opens the output.
+cannot (content that may cover it) plus a sample; a second reader (libqpdf re-reading the bytes, and
+poppler) opens the output.
 Vector, exhaustive: all of that plus render and text-extract every page of both files.
 Raster: page count, visible size, watermark pixels on every page, second reader.
 """
@@ -94,7 +95,9 @@ def validate(
     src_pages, out_pages = [p.obj for p in src.pages], [p.obj for p in out.pages]
     # qpdf's content-stream parse is kept where pages are not proved byte-identical (exhaustive, raster)
     parse = level == "exhaustive" or mode != "vector"
-    reader = SecondReader(output, password, len(out_pages), parse_content=parse)
+    # a long output's libqpdf read runs in a forked process beside the page proof, as qpdf used to
+    background = len(out_pages) >= _PARALLEL_FROM_PAGES and usable_cores() > 1
+    reader = SecondReader(output, password, len(out_pages), parse_content=parse, background=background)
     # nothing of a kind the sanitiser strips may be left (engines/sanitize*); runs beside the page proof
     residue = (lambda: residue_check(out, sanitize)) if sanitize is not None else None
     try:

@@ -31,10 +31,11 @@ from docfence.store.reports import ReportQueries
 from docfence.store.sqlbase import Row, Tx, _json
 from docfence.store.sqlops import OperationsQueries
 from docfence.store.wakeups import WakeupWaits
+from docfence.store.webhooks import WebhookQueries
 
 __all__ = ["Row", "SqlStore", "Tx"]
 
-class SqlStore(OperationsQueries, ReportQueries, WakeupWaits):
+class SqlStore(OperationsQueries, ReportQueries, WebhookQueries, WakeupWaits):
     """The Store implementation over a dialect's `_tx()`; see store/base.py for the contract.
 
     Every transition that queues a job announces work, and every one that ends a job announces its

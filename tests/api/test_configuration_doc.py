@@ -17,13 +17,14 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 #: Section heading -> the dataclass its table documents, and keys the TOML file cannot set directly.
 SECTIONS: dict[str, tuple[type, set[str]]] = {
-    "## Top-level keys": (config.Settings, {"classes", "worker", "limits", "server"}),
+    "## Top-level keys": (config.Settings, {"classes", "worker", "limits", "server", "webhooks"}),
     "## `[classes.NAME]`: document classes": (config.DocumentClass, {"name"}),
     "### `[classes.NAME.watermark]`": (WatermarkSpec, set()),
     "### `[classes.NAME.sanitize]`": (SanitizePolicy, set()),
     "## `[worker]`": (config.WorkerConfig, set()),
     "## `[limits]`": (Limits, set()),
     "## `[server]`": (config.ServerConfig, set()),
+    "## `[webhooks]`": (config.WebhooksConfig, set()),
 }
 #: Keys the loader reads that are not dataclass fields.
 LOADER_KEYS = {"## Top-level keys": {"builtin_classes": "true"}}

@@ -28,3 +28,4 @@ def test_chaos_soak_keeps_the_promise(store: str) -> None:
     assert result["orphan_staged_objects"] == 0 and result["missing_artifacts"] == 0, result
     assert result["deadline_violations"] == 0, result
     assert result["kills"] >= 1, result
+    assert sum(result["terminal_errors"].values()) == result["failed"] + result["canceled"], result

@@ -12,6 +12,16 @@ let pages = [];  // cursors of the pages before this one (the first page has non
 let cursor = null;  // this page's cursor
 let nextCursor = null;
 
+// A webhook delivery attempt on the job's timeline: its outcome, HTTP status or error, and latency.
+function webhookNote(e) {
+  if (!e.action.startsWith("webhook_")) return "";
+  const d = e.details || {};
+  return "  [" + (d.type || "") + " → " + (d.host || "?") + ": " + (e.reason || "") +
+    (d.status_code ? " HTTP " + d.status_code : "") + (d.error ? " " + d.error : "") +
+    (d.latency_ms != null ? " " + Math.round(d.latency_ms) + " ms" : "") +
+    (d.failure_reason ? " — " + d.failure_reason : "") + "]";
+}
+
 function el(tag, attrs, ...children) {
   const ns = ["svg", "rect", "text", "line", "g", "title"].includes(tag) ? "http://www.w3.org/2000/svg" : null;
   const node = ns ? document.createElementNS(ns, tag) : document.createElement(tag);
@@ -243,7 +253,7 @@ async function loadJob(id) {
   $("next-steps").replaceChildren(...d.next_steps.map((s) => el("li", {}, s)));
   $("timeline").replaceChildren(...d.timeline.map((e) => el("li", { "data-action": e.action },
     e.at + "  #" + (e.attempt || 0) + "  " + e.action + (e.from !== e.to ? "  " + (e.from || "-") + " → " + e.to : "") +
-    "  by " + e.actor + (e.details && e.details.note ? "  — " + e.details.note : ""))));
+    "  by " + e.actor + (e.details && e.details.note ? "  — " + e.details.note : "") + webhookNote(e))));
   $("attempts").tBodies[0].replaceChildren(...d.attempts.map((a) => el("tr", {},
     el("td", {}, a.attempt), el("td", {}, a.worker), el("td", {}, a.claimed_at), el("td", {}, a.ended_at || "-"),
     el("td", {}, a.outcome || "running"), el("td", {}, a.error_code || ""))));

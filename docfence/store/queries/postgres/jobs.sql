@@ -231,7 +231,8 @@ SELECT * FROM class_modes ORDER BY document_class;
 -- name: truncate_all
 -- Tests only: empty every table.
 TRUNCATE audit_events, audit_chains, artifacts, attempts, claim_pauses, class_modes, jobs,
-         provider_observations, report_requests, schedules, templates, template_owners;
+         provider_observations, report_requests, schedules, templates, template_owners,
+         webhook_attempts, webhook_deliveries, webhook_events, webhook_endpoints;
 
 -- name: insert_api_key
 -- Store a new key's hash (never the key).

@@ -221,6 +221,8 @@ SELECT * FROM class_modes ORDER BY document_class;
 
 -- name: truncate_all
 -- Tests only: empty every table.
+DELETE FROM webhook_attempts; DELETE FROM webhook_deliveries; DELETE FROM webhook_events;
+DELETE FROM webhook_endpoints;
 DELETE FROM audit_events; DELETE FROM audit_chains; DELETE FROM artifacts; DELETE FROM attempts;
 DELETE FROM claim_pauses; DELETE FROM class_modes; DELETE FROM jobs;
 DELETE FROM provider_observations; DELETE FROM report_requests; DELETE FROM schedules;

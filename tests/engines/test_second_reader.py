@@ -1,0 +1,85 @@
+"""The second reader re-reads an output from its bytes: libqpdf in this process (or in a forked process
+beside the page proof for long outputs) and poppler's pdfinfo as a subprocess. Each test plants damage
+that only a full read finds (a stream that does not decode) or kills the forked read, and checks that
+the report fails closed."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+
+import pikepdf
+import pytest
+
+from docfence.engines import samples, second_reader
+from docfence.engines.geometry import PageGeometry, page_geometry
+from docfence.engines.second_reader import SecondReader
+
+from .helpers import mutate
+
+
+def _geometries(data: bytes) -> list[PageGeometry]:
+    with pikepdf.open(io.BytesIO(data)) as pdf:
+        return [page_geometry(p.obj) for p in pdf.pages]
+
+
+def _bad_stream(pdf: pikepdf.Pdf) -> None:
+    """A page gets an extra content stream whose Flate data does not decode: the file opens cleanly
+    (streams are read lazily), so only a reader that decodes every stream sees it."""
+    page = pdf.pages[0].obj
+    broken = pdf.make_stream(b"this is not zlib data at all")
+    broken.Filter = pikepdf.Name.FlateDecode
+    page.Contents = pikepdf.Array([page.Contents, broken])
+
+
+@pytest.mark.parametrize("parse_content", [False, True])
+@pytest.mark.parametrize("background", [False, True])
+def test_a_stream_that_does_not_decode_fails(parse_content: bool, background: bool) -> None:
+    good = samples.many_pages(3)
+    control = SecondReader(good, None, 3, parse_content=parse_content, background=background)
+    assert control.finish(_geometries(good))["ok"]
+    bad = mutate(good, _bad_stream)
+    with pikepdf.open(io.BytesIO(bad)) as pdf:
+        assert not pdf.get_warnings()  # opening alone does not find it
+    report = SecondReader(bad, None, 3, parse_content=parse_content, background=background).finish(
+        _geometries(bad))
+    assert not report["ok"]
+    assert report["failures"][0].startswith(second_reader.qpdf_method(parse_content)), report
+
+
+def test_a_forked_read_that_dies_fails_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    parent = os.getpid()
+
+    def dies_in_child(*_args: object, **_kwargs: object) -> list[str]:
+        if os.getpid() != parent:
+            os._exit(3)
+        return []
+
+    monkeypatch.setattr(second_reader, "qpdf_read", dies_in_child)
+    data = samples.many_pages(2)
+    report = SecondReader(data, None, 2, parse_content=False, background=True).finish(_geometries(data))
+    assert not report["ok"]
+    assert report["failures"] == [f"{second_reader.qpdf_method(False)} did not complete"]
+
+
+def test_poppler_still_reads_the_geometry() -> None:
+    """pdfinfo (the reader independent of libqpdf and pdfium) compares every page's boxes."""
+    data = samples.many_pages(2)
+    expected = _geometries(data)
+    moved = [expected[0], dataclasses.replace(expected[1], rotate=90)]
+    report = SecondReader(data, None, 2, parse_content=False).finish(moved)
+    assert report["failures"] == ["poppler: page 2 rotation differs"]
+    assert report["readers"] == [second_reader.qpdf_method(False), "poppler pdfinfo -box"]
+
+
+def test_an_encrypted_output_is_read_with_its_password() -> None:
+    data = samples.many_pages(1)
+    with pikepdf.open(io.BytesIO(data)) as pdf:
+        out = io.BytesIO()
+        pdf.save(out, encryption=pikepdf.Encryption(owner="o", user="u"))
+    locked = out.getvalue()
+    report = SecondReader(locked, "u", 1, parse_content=True).finish([])
+    assert report["ok"] and report["readers"] == [second_reader.qpdf_method(True)]
+    wrong = SecondReader(locked, "x", 1, parse_content=True).finish([])
+    assert not wrong["ok"]
