@@ -22,7 +22,7 @@ from docfence import layout
 from docfence.blobs import BlobStore, RegionRouter
 from docfence.config import Settings
 from docfence.core import tokens
-from docfence.core.access import SCOPES, Principal, check_scopes
+from docfence.core.access import SCOPES, Principal, check_scopes, check_tenant
 from docfence.core.clock import Clock, SystemClock
 from docfence.core.errors import (
     ArtifactGone,
@@ -56,7 +56,6 @@ log = logging.getLogger(__name__)
 KEY_PREFIX = "dfk_"
 REASON_CHARS = 200  # a cancel or delete reason, free text kept in the audit event
 SNIFF_BYTES = 1024  # a PDF's %PDF- header must start within these first bytes (as PDF readers accept)
-_TENANT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _KEY_ID_RE = re.compile(r"[0-9a-f]{12}")
 #: Actors that name a process (worker host and pid): anything but a key reference that holds a digit.
 _PROCESS_ACTOR_RE = re.compile(r"(?!key:).*[0-9].*")
@@ -135,12 +134,6 @@ class _SniffedPdf:
             data, self.head = self.head[:n], self.head[n:]
             return data
         return self.raw.read(n)
-
-
-def check_tenant(tenant: str) -> str:
-    if not isinstance(tenant, str) or not _TENANT_RE.fullmatch(tenant):
-        raise InvalidRequest("tenant must match [A-Za-z0-9][A-Za-z0-9._-]* (at most 64 characters)")
-    return tenant
 
 
 def check_reason(reason: str | None) -> str | None:

@@ -11,8 +11,8 @@ from fastapi import FastAPI
 from prometheus_client.parser import text_string_to_metric_families
 
 from docfence.api import create_app
+from docfence.api.console import install
 from docfence.config import Settings, WorkerConfig
-from docfence.console import install
 from docfence.core.clock import Clock
 from docfence.core.policy import JobPolicy, Mode
 from docfence.core.records import Job, NewJob

@@ -16,8 +16,8 @@ from fastapi.responses import FileResponse, Response
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
+from docfence.api.console import views
 from docfence.api.deps import ConsoleRead, JobsCancel, OpsClaims, OpsModes, ServiceDep
-from docfence.console import views
 from docfence.core.errors import InvalidRequest, JobAlreadyEnded, NotFound
 from docfence.observability.exposition import CONTENT_TYPE_LATEST, render_metrics
 from docfence.observability.inspect import inspect_job, inspection_dict
