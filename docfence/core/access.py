@@ -41,6 +41,9 @@ PERMISSIONS: dict[str, frozenset[str]] = {
     "jobs.read": frozenset({"read", "admin"}),
     "jobs.cancel": frozenset({"submit", "admin"}),
     "jobs.delete": frozenset({"admin"}),
+    # the recipient, purpose and reference of a job's marks: those who may send documents out see whom
+    # to; read-only keys (dashboards) and operators see that a field was set, not its value
+    "jobs.recipient": frozenset({"submit", "admin"}),
     "templates.read": frozenset({"read", "admin", OPERATOR}),  # operator: shared templates only
     "templates.write": frozenset({"admin", OPERATOR}),  # admin: its tenant's; operator: shared ones
     "reports.request": frozenset({"submit", "admin"}),

@@ -16,10 +16,11 @@ import pypdfium2 as pdfium
 from PIL import Image, ImageChops, ImageStat
 
 from docfence.core.errors import ConfigError, CorruptContent
-from docfence.core.policy import JobPolicy, WatermarkSpec
+from docfence.core.policy import JobPolicy
 from docfence.engines.geometry import PageGeometry
+from docfence.engines.marks import MarkSet
 from docfence.engines.preflight import OpenedPdf
-from docfence.engines.wm_layer import composite, watermark_layer
+from docfence.engines.wm_layer import PageMarks, composite, watermark_layer
 
 _IN_FLIGHT = 6
 _PALETTE_COLOURS = 16
@@ -144,11 +145,11 @@ def _render(doc: pdfium.PdfDocument, index: int, dpi: int) -> Image.Image:
 
 
 def _compose_and_encode(
-    img: Image.Image, geo: PageGeometry, spec: WatermarkSpec | None, encoding: str
+    img: Image.Image, geo: PageGeometry, marks: PageMarks, encoding: str
 ) -> EncodedImage:
     img = img if img.mode == "RGB" else img.convert("RGB")
-    if spec is not None:
-        composite(img, watermark_layer(geo, spec, img.size))
+    if marks:
+        composite(img, watermark_layer(geo, marks, img.size))
     return encode(img, encoding)
 
 
@@ -157,9 +158,9 @@ def watermark_raster(data: bytes, opened: OpenedPdf, policy: JobPolicy) -> bytes
 
     pdfium renders on this thread only (it is not thread-safe); compositing and encoding run on two threads
     (Pillow and zlib release the GIL)."""
-    spec = policy.watermark
-    if spec is None:
+    if policy.watermark is None:
         raise ConfigError("a watermark job needs a watermark spec")
+    marks = MarkSet.of(policy)
     try:
         doc = pdfium.PdfDocument(data, password=opened.password or None)
     except pdfium.PdfiumError as exc:
@@ -172,12 +173,12 @@ def watermark_raster(data: bytes, opened: OpenedPdf, policy: JobPolicy) -> bytes
         with ThreadPoolExecutor(max_workers=2) as pool:
             for index, geo in enumerate(opened.geometry):
                 img = _render(doc, index, policy.dpi)
-                if spec.page_selected(index, count):
-                    watermark_layer(geo, spec, img.size)  # pdfium work stays on this thread
-                mark = spec if spec.page_selected(index, count) else None
+                drawn = marks.on_page(index, count)
+                if drawn:
+                    watermark_layer(geo, drawn, img.size)  # pdfium work stays on this thread
                 pending.append(
                     (
-                        pool.submit(_compose_and_encode, img, geo, mark, policy.raster_encoding),
+                        pool.submit(_compose_and_encode, img, geo, drawn, policy.raster_encoding),
                         geo.display_size,
                     )
                 )

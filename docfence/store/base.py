@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from docfence.core.clock import Clock
-from docfence.core.errors import ConfigError
+from docfence.core.errors import ConfigError, IdempotencyConflict
 from docfence.core.records import (
     ApiKey,
     Artifact,
@@ -39,6 +39,9 @@ class Store(Wakeups, Protocol):
 
     # transitions
     def submit(self, new: NewJob) -> tuple[Job, bool]: ...
+    def submit_many(
+        self, news: Sequence[NewJob], *, all_or_nothing: bool = True
+    ) -> list[tuple[Job, bool] | IdempotencyConflict]: ...
     def claim(self, worker: str, *, limit: int = 1) -> list[Claim]: ...
     def heartbeat(self, job_id: str, attempt: int, worker: str) -> datetime: ...
     def heartbeat_many(
@@ -63,7 +66,8 @@ class Store(Wakeups, Protocol):
     def list_jobs(
         self, *, state: JobState | None = None, tenant: str | None = None, mode: str | None = None,
         document_class: str | None = None, created_before: datetime | None = None, limit: int = 100,
-        after: tuple[datetime, str] | None = None,
+        after: tuple[datetime, str] | None = None, created_after: datetime | None = None,
+        label: str | None = None, filename: str | None = None,
     ) -> list[Job]: ...
     def count_by_state(self) -> dict[str, int]: ...
     def request_jobs(self, request_id: str) -> list[Job]: ...

@@ -186,6 +186,7 @@ class SqlBase:
         data = {k: row[k] for k in _JOB_FIELDS}
         data["state"] = JobState(row["state"])
         data["policy"] = _policy(row["policy"])
+        data["sealed_password"] = bool(data["sealed_password"])  # SQLite stores 0/1
         return Job(**data)
 
     def _event(self, row: Row) -> AuditEvent:

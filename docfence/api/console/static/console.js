@@ -208,6 +208,7 @@ async function loadOverview() {
                           "data-lease-expired": j.lease_expired ? "1" : "0", "data-overdue": j.overdue ? "1" : "0" },
       el("td", {}, el("a", { href: "#/job/" + encodeURIComponent(j.id) }, j.id)),
       el("td", { class: "state " + j.state }, j.state), el("td", {}, j.kind), el("td", {}, j.label || "-"),
+      el("td", { class: "filename" }, j.filename || "-"),
       el("td", {}, j.tenant), el("td", {}, j.mode),
       el("td", {}, j.document_class), el("td", {}, j.attempt + "/" + j.max_attempts),
       el("td", {}, fmtAge(j.age_s)),
@@ -229,6 +230,20 @@ function dl(pairs) {
   return pairs.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v ?? "-")]);
 }
 
+// a job's marks and the field values frozen with it (the recipient reads "(hidden)" without the right)
+function marksText(marks) {
+  if (!marks || !marks.length) return "none";
+  const what = (m) => m.kind === "image" ? "image" : m.text === null
+    ? "text (hidden" + (m.fields.length ? "; fields " + m.fields.join(", ") : "") + ")" : "\u201c" + m.text + "\u201d";
+  return marks.map((m, i) => (i + 1) + ". " + what(m) +
+    " " + m.position + ", pages " + m.pages + ", " + m.layer).join("; ");
+}
+
+function fieldsText(fields) {
+  const names = Object.keys(fields || {}).sort();
+  return names.length ? names.map((k) => k + ": " + fields[k]).join(", ") : "none";
+}
+
 async function loadJob(id) {
   const d = await api("/console/api/jobs/" + encodeURIComponent(id));
   const j = d.job, p = d.policy;
@@ -239,6 +254,7 @@ async function loadJob(id) {
     ["created", j.created_at], ["deadline", j.deadline_at], ["lease", (j.lease_owner || "-") + " until " + (j.lease_expires_at || "-")],
     ["last heartbeat", j.heartbeat_at], ["finished", j.finished_at],
     ["last error", j.last_error_code ? j.last_error_code + ": " + (j.last_error_message || "") : "-"],
+    ["marks", marksText(d.marks)], ["fields", fieldsText(d.fields)],
     ["store time", d.now]]));
   $("job-summary").querySelector("dd").setAttribute("data-state", j.state);
   const cancelable = me.can_cancel && ["queued", "rendering"].includes(j.state);
@@ -260,6 +276,10 @@ async function loadJob(id) {
   const o = d.observation;
   $("observation").replaceChildren(o ? el("span", {}, o.provider + ": status " + (o.status || "-") + " (" + o.kind +
     "), observed " + o.observed_at + ", " + o.passes + " pass(es), outcome " + (o.outcome || "-")) : "none");
+  const iv = d.issue || {}, code = iv.verification, sig = iv.signature;
+  const issued = [code ? "code " + code.status + " (pages " + code.pages + ")" : null,
+                  sig ? "signature " + sig.status + (sig.signer ? " by " + sig.signer : "") : null].filter(Boolean);
+  $("issue").replaceChildren(issued.length ? issued.join("; ") : "none");
   const v = d.validation;
   $("validation").replaceChildren(v ? el("ul", {}, ...v.checks.map((c) => el("li", { class: c.ok ? "ok" : "bad" },
     (c.ok ? "✓ " : "✗ ") + c.name + (c.failures.length ? ": " + c.failures.join("; ") : "")))) : "none");
