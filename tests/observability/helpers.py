@@ -51,7 +51,7 @@ def make_settings(tmp: Path, **worker: Any) -> Settings:
 def console_app(settings: Settings, store: Store, clock: Clock | None = None) -> tuple[FastAPI, Service]:
     service = build_service(settings, store, clock=clock)
     app = create_app(settings, service=service)
-    install(app)  # idempotent: a no-op once the lead mounts the console in create_app
+    install(app)  # idempotent: create_app already mounts the console
     return app, service
 
 

@@ -1,5 +1,5 @@
-"""The worker and reconciler feed the process metrics at the points named in the integration notes.
-Skipped until those calls are in (docfence.worker.runner / maintenance.reconciler import metrics)."""
+"""The worker and reconciler feed the process metrics where things happen: claims, renders, terminal
+states, lease expirations and reclaims (docfence.worker.runner and maintenance.reconciler)."""
 
 from __future__ import annotations
 
