@@ -1,5 +1,6 @@
 """/metrics after a mixed run (succeeded, failed, canceled, reclaimed, expired, past deadline): every
-signal the runbook lists with the right counts and labels; multi-process aggregation; the per-process server."""
+signal the runbook lists, with the right counts and labels; multi-process aggregation; the per-process
+server."""
 
 from __future__ import annotations
 
