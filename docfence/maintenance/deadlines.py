@@ -3,24 +3,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from docfence.core.errors import DocfenceError
+from docfence.maintenance.batch import BatchConfig
 from docfence.observability import metrics
 from docfence.store.base import Store
 
 
-@dataclass(frozen=True)
-class DeadlineConfig:
-    batch: int = 100
-
-    def __post_init__(self) -> None:
-        if self.batch < 1:
-            raise DocfenceError("reconciler batch must be positive")
-
-
 class DeadlineCanceller:
-    def __init__(self, store: Store, config: DeadlineConfig) -> None:
+    def __init__(self, store: Store, config: BatchConfig) -> None:
         self.store, self.config = store, config
 
     def run_once(self) -> list[str]:

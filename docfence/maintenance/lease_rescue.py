@@ -5,18 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from docfence.core.errors import DocfenceError
+from docfence.maintenance.batch import BatchConfig
 from docfence.observability import metrics
 from docfence.store.base import Store
-
-
-@dataclass(frozen=True)
-class LeaseRescueConfig:
-    batch: int = 100
-
-    def __post_init__(self) -> None:
-        if self.batch < 1:
-            raise DocfenceError("reconciler batch must be positive")
 
 
 @dataclass
@@ -26,7 +17,7 @@ class LeaseRescueResult:
 
 
 class LeaseRescuer:
-    def __init__(self, store: Store, config: LeaseRescueConfig) -> None:
+    def __init__(self, store: Store, config: BatchConfig) -> None:
         self.store, self.config = store, config
 
     def run_once(self) -> LeaseRescueResult:

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from docfence.blobs.regions import RegionRouter
 from docfence.core.clock import monotonic
 from docfence.core.errors import DocfenceError
-from docfence.maintenance.deadlines import DeadlineCanceller, DeadlineConfig
-from docfence.maintenance.lease_rescue import LeaseRescueConfig, LeaseRescuer
-from docfence.maintenance.retention import RetentionConfig, RetentionEnforcer
+from docfence.maintenance.batch import BatchConfig
+from docfence.maintenance.deadlines import DeadlineCanceller
+from docfence.maintenance.lease_rescue import LeaseRescuer
+from docfence.maintenance.retention import RetentionEnforcer
 from docfence.maintenance.staging import TEMP_MIN_AGE_S, StagingCollector, StagingConfig
 from docfence.store.base import Store
 
@@ -53,12 +54,12 @@ class Reconciler:
         if config.interval_s <= 0:
             raise DocfenceError("reconciler interval must be positive")
         self.store, self.regions, self.config = store, regions, config
-        self.leases = LeaseRescuer(store, LeaseRescueConfig(batch=config.batch))
-        self.deadlines = DeadlineCanceller(store, DeadlineConfig(batch=config.batch))
+        rows = BatchConfig(batch=config.batch)
+        self.leases = LeaseRescuer(store, rows)
+        self.deadlines = DeadlineCanceller(store, rows)
         staging = StagingConfig(gc_batch=config.gc_batch, staging_grace_s=config.staging_grace_s)
-        retention = RetentionConfig(batch=config.batch)
         # without blob stores (regions) only the row-level services run
-        self.retention = RetentionEnforcer(store, regions, retention) if regions else None
+        self.retention = RetentionEnforcer(store, regions, rows) if regions else None
         self.staging = StagingCollector(store, regions, staging) if regions else None
         self._last_gc = self._last_temp_gc = float("-inf")
 

@@ -3,25 +3,14 @@ tombstone), in bounded batches."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from docfence.blobs.regions import RegionRouter
-from docfence.core.errors import DocfenceError
+from docfence.maintenance.batch import BatchConfig
 from docfence.maintenance.deletion import DeletionService
 from docfence.store.base import Store
 
 
-@dataclass(frozen=True)
-class RetentionConfig:
-    batch: int = 100
-
-    def __post_init__(self) -> None:
-        if self.batch < 1:
-            raise DocfenceError("reconciler batch must be positive")
-
-
 class RetentionEnforcer:
-    def __init__(self, store: Store, regions: RegionRouter, config: RetentionConfig) -> None:
+    def __init__(self, store: Store, regions: RegionRouter, config: BatchConfig) -> None:
         self.deletion, self.config = DeletionService(store, regions), config
 
     def run_once(self) -> list[str]:

@@ -9,7 +9,8 @@ from docfence.core.clock import FakeClock
 from docfence.core.errors import DocfenceError
 from docfence.core.policy import JobPolicy
 from docfence.core.records import NewJob
-from docfence.maintenance.deadlines import DeadlineCanceller, DeadlineConfig
+from docfence.maintenance.batch import BatchConfig
+from docfence.maintenance.deadlines import DeadlineCanceller
 from docfence.store.base import Store
 
 
@@ -21,7 +22,7 @@ def test_jobs_past_their_deadline_are_canceled(store: Store, clock: FakeClock) -
     rendering = _job(store, 60)
     assert [c.job.id for c in store.claim("w1")] == [rendering]
     queued, later = _job(store, 60), _job(store, 600)
-    cancel = DeadlineCanceller(store, DeadlineConfig())
+    cancel = DeadlineCanceller(store, BatchConfig())
     assert cancel.run_once() == []
     clock.advance(61)
     assert sorted(cancel.run_once()) == sorted([rendering, queued])
@@ -34,8 +35,8 @@ def test_jobs_past_their_deadline_are_canceled(store: Store, clock: FakeClock) -
 def test_one_pass_stays_within_its_batch(store: Store, clock: FakeClock) -> None:
     ids = [_job(store, 10) for _ in range(3)]
     clock.advance(11)
-    cancel = DeadlineCanceller(store, DeadlineConfig(batch=2))
+    cancel = DeadlineCanceller(store, BatchConfig(batch=2))
     first, second = cancel.run_once(), cancel.run_once()
     assert len(first) == 2 and sorted(first + second) == sorted(ids)
     with pytest.raises(DocfenceError, match="batch"):
-        DeadlineConfig(batch=0)
+        BatchConfig(batch=0)

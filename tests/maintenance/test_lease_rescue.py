@@ -9,7 +9,8 @@ from docfence.core.clock import FakeClock
 from docfence.core.errors import DocfenceError
 from docfence.core.policy import JobPolicy
 from docfence.core.records import NewJob
-from docfence.maintenance.lease_rescue import LeaseRescueConfig, LeaseRescuer
+from docfence.maintenance.batch import BatchConfig
+from docfence.maintenance.lease_rescue import LeaseRescuer
 from docfence.store.base import Store
 
 POLICY = JobPolicy(lease_ttl_s=30, deadline_s=3600, max_attempts=2)
@@ -25,7 +26,7 @@ def test_an_expired_lease_is_requeued_and_a_valid_one_kept(store: Store, clock: 
     (expired,) = _claimed(store)
     clock.advance(20)
     (valid,) = _claimed(store)
-    rescue = LeaseRescuer(store, LeaseRescueConfig())
+    rescue = LeaseRescuer(store, BatchConfig())
     assert rescue.run_once().requeued == []  # both leases still valid
     clock.advance(11)  # the first lease ran out, the second has 19 s left
     result = rescue.run_once()
@@ -36,7 +37,7 @@ def test_an_expired_lease_is_requeued_and_a_valid_one_kept(store: Store, clock: 
 def test_out_of_attempts_the_job_fails_and_one_pass_stays_bounded(store: Store, clock: FakeClock) -> None:
     ids = _claimed(store, 3)
     clock.advance(31)
-    rescue = LeaseRescuer(store, LeaseRescueConfig(batch=2))
+    rescue = LeaseRescuer(store, BatchConfig(batch=2))
     assert len(rescue.run_once().requeued) == 2 and len(rescue.run_once().requeued) == 1
     assert {c.job.id for c in store.claim("w2", limit=3)} == set(ids)  # attempt 2 of 2
     clock.advance(31)
@@ -47,4 +48,4 @@ def test_out_of_attempts_the_job_fails_and_one_pass_stays_bounded(store: Store, 
 
 def test_a_batch_below_one_is_refused_at_construction() -> None:
     with pytest.raises(DocfenceError, match="batch"):
-        LeaseRescueConfig(batch=0)
+        BatchConfig(batch=0)

@@ -11,7 +11,8 @@ from docfence.blobs.regions import RegionRouter
 from docfence.config import Settings
 from docfence.core.clock import FakeClock
 from docfence.layout import job_prefix
-from docfence.maintenance.retention import RetentionConfig, RetentionEnforcer
+from docfence.maintenance.batch import BatchConfig
+from docfence.maintenance.retention import RetentionEnforcer
 from docfence.service import Principal, Service, SubmitRequest
 from docfence.store.base import Store
 
@@ -29,7 +30,7 @@ def test_expired_retention_deletes_bytes_and_keeps_the_tombstone(
     store.cancel(ended.id, actor="test")
     active, _ = service.submit(PRINCIPAL, io.BytesIO(PDF + b" 2"), SubmitRequest())
     blobs = router.for_region("local")
-    retention = RetentionEnforcer(store, router, RetentionConfig())
+    retention = RetentionEnforcer(store, router, BatchConfig())
     assert retention.run_once() == []  # within retention
     clock.advance(ended.policy.retention_s + 1)
     assert retention.run_once() == [ended.id]
