@@ -221,6 +221,9 @@ class Settings:
     staging_grace_s: float = 60.0
     report_processors: tuple[str, ...] = ()  # outside renderers report requests may name
     log_level: str = "INFO"
+    # where serve, worker and reconcile of one host share their counters (Prometheus multi-process
+    # files); empty: see docfence.observability.multiproc.metrics_dir
+    metrics_dir: str = ""
     verification: VerificationConfig = field(default_factory=VerificationConfig)
     signing: SigningConfig = field(default_factory=SigningConfig)
 
@@ -296,6 +299,8 @@ _ENV = {
     "DOCFENCE_MAX_UPLOAD_BYTES": ("max_upload_bytes", int),
     "DOCFENCE_LOG_LEVEL": ("log_level", str),
     "DOCFENCE_STAGING_GRACE_S": ("staging_grace_s", float),
+    "PROMETHEUS_MULTIPROC_DIR": ("metrics_dir", str),  # prometheus_client's own name, honoured as is
+    "DOCFENCE_METRICS_DIR": ("metrics_dir", str),  # later: wins over PROMETHEUS_MULTIPROC_DIR
 }
 _WORKER_ENV = {
     "DOCFENCE_LEASE_TTL_S": "lease_ttl_s",
