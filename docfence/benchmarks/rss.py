@@ -43,7 +43,7 @@ def run(store: str, jobs: int, workers: int, pages: int, checkpoints: list[int])
         key = _api_key(env)
         result: dict[str, Any] = {"bench": "rss", "store": store, "jobs": jobs, "workers": workers,
                                   "pages": pages, "load_before": os.getloadavg()[0], "checkpoints": []}
-        with _server(env, tmp / "serve.log") as base, _workers(env, tmp, workers) as procs, \
+        with _server(env, tmp / "serve.log") as (base, _), _workers(env, tmp, workers) as procs, \
                 httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=120) as http:
             done = 0
             for mark in marks:
