@@ -29,14 +29,8 @@ HANG_GUARD_S = 600.0  # a stuck job fails the run; it bounds nothing that is mea
 
 
 def run(store: str, jobs: int, workers: int, pages: int, *, latency: bool = False) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="docfence-bench-") as tmp_name, \
-            _database(store, Path(tmp_name)) as url:
-        tmp = Path(tmp_name)
+    with bench_setup(store) as (tmp, url, env, key):
         doc = dense_pdf(pages)
-        env = {**environment(), "DOCFENCE_DATABASE_URL": url, "DOCFENCE_STORAGE_URL": f"file://{tmp}/objects",
-               "PYTHONPATH": str(REPO)}
-        env.pop("DOCFENCE_FAULTS", None)
-        key = _api_key(env)
         result: dict[str, Any] = {"bench": "service", "store": store, "jobs": jobs, "workers": workers,
                                   "pages": pages, "mode": "latency" if latency else "throughput",
                                   "load_before": os.getloadavg()[0], "cores": os.cpu_count()}
@@ -65,6 +59,19 @@ def run(store: str, jobs: int, workers: int, pages: int, *, latency: bool = Fals
             _ratios(result)
         result["load_after"] = os.getloadavg()[0]
         return result
+
+
+@contextlib.contextmanager
+def bench_setup(store: str) -> Iterator[tuple[Path, str, dict[str, str], str]]:
+    """(scratch folder, database URL, environment for serve and workers, API key) of a fresh store
+    of kind `store` and a local object folder, removed when the block ends."""
+    with tempfile.TemporaryDirectory(prefix="docfence-bench-") as tmp_name, \
+            _database(store, Path(tmp_name)) as url:
+        tmp = Path(tmp_name)
+        env = {**environment(), "DOCFENCE_DATABASE_URL": url, "DOCFENCE_STORAGE_URL": f"file://{tmp}/objects",
+               "PYTHONPATH": str(REPO)}
+        env.pop("DOCFENCE_FAULTS", None)
+        yield tmp, url, env, _api_key(env)
 
 
 @contextlib.contextmanager
