@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from docfence.core.errors import ConfigError
+from docfence.core.marks import MarkRules, image_uri
 from docfence.core.policy import (
     VALIDATION_LEVELS,
     JobPolicy,
@@ -20,6 +21,8 @@ from docfence.core.policy import (
     Limits,
     Mode,
     SanitizePolicy,
+    SigningSpec,
+    VerificationSpec,
     WatermarkSpec,
 )
 
@@ -43,6 +46,10 @@ class DocumentClass:
     sanitize: SanitizePolicy = field(default_factory=SanitizePolicy)  # default: strip (leaves the org)
     validation: str = "standard"  # standard | exhaustive (see JobPolicy.validation)
     limits: dict[str, Any] = field(default_factory=dict)  # per-class overrides of [limits], e.g. budgets
+    # further marks, limits on a job's marks, fields allowed, time zone of {date}, logos (core/marks.py)
+    mark_rules: MarkRules = field(default_factory=MarkRules)
+    verification: VerificationSpec | None = None  # [classes.NAME.verification]: a QR verification code
+    signing: SigningSpec | None = None  # [classes.NAME.signing]: a PAdES signature with [signing]'s key
 
     def __post_init__(self) -> None:
         if not 0 < self.deadline_s <= self.max_deadline_s:
@@ -107,6 +114,92 @@ class ServerConfig:
 
 
 @dataclass(frozen=True)
+class VerificationConfig:
+    """`[verification]`: where recipients check a document, and the name they are shown as its issuer."""
+
+    public_base_url: str = ""  # e.g. https://verify.example.org; the QR code encodes URLs under it
+    organisation: str = ""  # the issuer's name GET /v1/verify/{job_id} answers with
+    requests_per_minute: int = 30  # per client address, on /v1/verify (no key there)
+    burst: int = 10
+
+    def __post_init__(self) -> None:
+        if not 0 < self.requests_per_minute <= 100_000 or not 0 < self.burst <= 10_000:
+            raise ConfigError("requests_per_minute and burst must be positive (at most 100000 and 10000)")
+        url = self.public_base_url
+        if url and (not url.startswith(("https://", "http://")) or any(c in url for c in "?# ")
+                    or len(url) > 200):
+            raise ConfigError(f"public_base_url={url!r}: must be an http(s) URL of at most 200 characters "
+                              "without a query or fragment")
+        if len(self.organisation) > 200:
+            raise ConfigError("organisation must be at most 200 characters")
+
+
+@dataclass(frozen=True)
+class SigningConfig:
+    """`[signing]`: the organisation's PKCS#12 file for signed outputs (not the secret of signed URLs)."""
+
+    pkcs12: str = ""  # path to the .p12/.pfx file: private key, certificate and its chain
+    pkcs12_password: str = ""  # or DOCFENCE_SIGNING_PKCS12_PASSWORD
+
+    def __repr__(self) -> str:  # the password never reaches a log or a traceback
+        return f"SigningConfig(pkcs12={self.pkcs12!r})"
+
+
+@dataclass(frozen=True)
+class WebhooksConfig:
+    """[webhooks]: how signed webhooks are delivered (docs/webhooks.md).
+
+    Receivers at loopback, private, link-local, multicast or unspecified addresses are refused unless
+    `allow_hosts` names them (a host name as written in the URL, an IP address or a CIDR block)."""
+
+    allow_hosts: tuple[str, ...] = ()
+    public_url: str = ""  # prefix of the API links in payloads (https://pdf.example.org); empty: paths
+    delivery_deadline_s: float = 86400.0  # an event not delivered by then fails with its last reason
+    connect_timeout_s: float = 5.0
+    read_timeout_s: float = 10.0
+    backoff_base_s: float = 5.0  # attempt n waits base * 2^(n-1), with jitter, at most backoff_max_s
+    backoff_max_s: float = 3600.0
+    lease_s: float = 60.0  # a dispatcher's hold on one attempt; must outlast both timeouts
+    batch: int = 20  # deliveries claimed per pass
+    secret_grace_s: float = 86400.0  # after a rotation the old secret signs alongside the new one
+
+    def __post_init__(self) -> None:
+        for name in ("delivery_deadline_s", "connect_timeout_s", "read_timeout_s", "backoff_base_s",
+                     "backoff_max_s", "lease_s"):
+            if not 0 < getattr(self, name) <= 30 * 86400:
+                raise ConfigError(f"{name}={getattr(self, name)!r}: must be in (0, 2592000] seconds")
+        if self.lease_s <= 2 * (self.connect_timeout_s + self.read_timeout_s):
+            raise ConfigError(f"lease_s={self.lease_s!r}: must exceed twice connect_timeout_s + "
+                              f"read_timeout_s ({2 * (self.connect_timeout_s + self.read_timeout_s):g})")
+        if isinstance(self.batch, bool) or not 0 < self.batch <= 1000:
+            raise ConfigError(f"batch={self.batch!r}: must be an integer in [1, 1000]")
+        if not 0 <= self.secret_grace_s <= 30 * 86400:
+            raise ConfigError(f"secret_grace_s={self.secret_grace_s!r}: must be in [0, 2592000] seconds")
+        if self.public_url and not self.public_url.startswith(("https://", "http://")):
+            raise ConfigError(f"public_url={self.public_url!r}: must start with https:// or http://")
+        for host in self.allow_hosts:
+            _check_allowed_host(host)
+
+
+def _check_allowed_host(host: Any) -> None:
+    """A host name (no spaces, slashes or colons), an IP address or a CIDR block."""
+    name_like = isinstance(host, str) and bool(host) and not any(c in host for c in " /:")
+    if not (name_like or (isinstance(host, str) and _is_network(host))):
+        raise ConfigError(f"allow_hosts entry {host!r}: must be a host name, an IP address or a CIDR "
+                          "block such as 10.0.0.0/8")
+
+
+def _is_network(text: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
 class Settings:
     database_url: str = DEFAULT_DATABASE_URL
     storage_url: str = DEFAULT_STORAGE_URL
@@ -116,7 +209,9 @@ class Settings:
     worker: WorkerConfig = field(default_factory=WorkerConfig)
     limits: Limits = field(default_factory=Limits)
     server: ServerConfig = field(default_factory=ServerConfig)
+    webhooks: WebhooksConfig = field(default_factory=WebhooksConfig)
     signing_secret: str = ""  # for signed download URLs; generated per data dir when empty
+    password_key: str = ""  # Fernet key sealing PDF passwords at rest; generated per data dir when empty
     signed_url_ttl_s: float = 300.0
     max_upload_bytes: int = 100 * 1024 * 1024
     reconcile_batch: int = 100
@@ -124,6 +219,8 @@ class Settings:
     staging_grace_s: float = 60.0
     report_processors: tuple[str, ...] = ()  # outside renderers report requests may name
     log_level: str = "INFO"
+    verification: VerificationConfig = field(default_factory=VerificationConfig)
+    signing: SigningConfig = field(default_factory=SigningConfig)
 
     def __post_init__(self) -> None:
         if not self.database_url.startswith(("sqlite:///", "postgresql://", "postgres://")):
@@ -136,6 +233,20 @@ class Settings:
             raise ConfigError("DOCFENCE_STAGING_GRACE_S must be in [0, 86400]")
         if self.default_class not in self.all_classes():
             raise ConfigError(f"default_class {self.default_class!r} is not a configured class")
+        for cls in self.all_classes().values():
+            if cls.verification is not None and not self.verification.public_base_url:
+                raise ConfigError(f"[classes.{cls.name}.verification] needs [verification] public_base_url")
+            if cls.signing is not None and not self.signing.pkcs12:
+                raise ConfigError(f"[classes.{cls.name}.signing] needs [signing] pkcs12 (the key file)")
+
+    def data_folder(self) -> Path | None:
+        """The local folder beside the data (the SQLite file's, else a file:// store's parent) where
+        generated secrets are kept; None when both database and storage are remote."""
+        if self.database_url.startswith("sqlite:///"):
+            return Path(self.database_url[len("sqlite:///") :]).parent
+        if self.storage_url.startswith("file:"):
+            return Path(self.storage_url[len("file:") :].removeprefix("//")).parent
+        return None
 
     def all_classes(self) -> dict[str, DocumentClass]:
         return self.classes or {"default": DocumentClass("default")}
@@ -167,6 +278,8 @@ class Settings:
             limits=replace(self.limits, **cls.limits) if cls.limits else self.limits,
             sanitize=cls.sanitize,
             validation=cls.validation,
+            verification=cls.verification,
+            signing=cls.signing,
         )
         return base.evolve(**overrides) if overrides else base
 
@@ -175,6 +288,7 @@ _ENV = {
     "DOCFENCE_DATABASE_URL": ("database_url", str),
     "DOCFENCE_STORAGE_URL": ("storage_url", str),
     "DOCFENCE_SIGNING_SECRET": ("signing_secret", str),
+    "DOCFENCE_PASSWORD_KEY": ("password_key", str),
     "DOCFENCE_DEFAULT_CLASS": ("default_class", str),
     "DOCFENCE_MAX_UPLOAD_BYTES": ("max_upload_bytes", int),
     "DOCFENCE_LOG_LEVEL": ("log_level", str),
@@ -311,13 +425,21 @@ def _build(data: dict[str, Any], env: dict[str, str]) -> Settings:
     known = {f.name: str(f.type) for f in fields(Settings)}
     unknown = sorted(set(data) - set(known))
     if unknown:
-        top = sorted({*known, "builtin_classes"} - {"classes", "worker", "limits", "server"})
+        top = sorted({*known, "builtin_classes"} - {"classes", "worker", "limits", "server", "webhooks",
+                                                    "verification", "signing"})
         raise ConfigError(f"unknown setting {unknown[0]!r} (allowed top-level keys: {', '.join(top)}; "
-                          "tables: [classes.NAME], [worker], [limits], [server])")
+                          "tables: [classes.NAME], [worker], [limits], [server], [webhooks], [verification], "
+                          "[signing])")
     sources = {name: name for name in data}
     worker_table = data.pop("worker", {})
     limits = _section(Limits, "[limits]", data.pop("limits", {}))
     data["server"] = _section(ServerConfig, "[server]", data.pop("server", {}))
+    data["verification"] = _section(VerificationConfig, "[verification]", data.pop("verification", {}))
+    signing = data.pop("signing", {})
+    if env.get("DOCFENCE_SIGNING_PKCS12_PASSWORD") and isinstance(signing, dict):
+        signing = {**signing, "pkcs12_password": env["DOCFENCE_SIGNING_PKCS12_PASSWORD"]}
+    data["signing"] = _section(SigningConfig, "[signing]", signing)
+    data["webhooks"] = _webhooks(data.pop("webhooks", {}))
     classes = _classes(data.pop("classes", {}), builtin)
     if "report_processors" in data:
         procs = data["report_processors"]
@@ -327,7 +449,7 @@ def _build(data: dict[str, Any], env: dict[str, str]) -> Settings:
     if "regions" in data and not isinstance(data["regions"], dict):
         raise _invalid("regions", data["regions"], "must be a table of region = storage URL")
     for name in list(data):
-        if name not in ("server", "regions", "report_processors"):
+        if name not in ("server", "webhooks", "regions", "report_processors", "verification", "signing"):
             data[name] = _typed(name, data[name], known[name])
     for var, (name, typ) in _ENV.items():
         if env.get(var):
@@ -345,6 +467,17 @@ def _build(data: dict[str, Any], env: dict[str, str]) -> Settings:
         raise _invalid(sources.get("default_class", "default_class"), default_class,
                        f"not a configured class (configured: {', '.join(configured)})")
     return Settings(worker=worker, limits=limits, classes=classes, **data)
+
+
+def _webhooks(table: Any) -> WebhooksConfig:
+    """[webhooks]; `allow_hosts` is a TOML list of strings."""
+    if isinstance(table, dict) and "allow_hosts" in table:
+        hosts = table["allow_hosts"]
+        if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
+            raise _invalid("[webhooks].allow_hosts", hosts, "must be a list of host names, IPs or CIDRs")
+        table = {**table, "allow_hosts": tuple(hosts)}
+    webhooks: WebhooksConfig = _section(WebhooksConfig, "[webhooks]", table)
+    return webhooks
 
 
 def _worker(table: Any, env: dict[str, str]) -> WorkerConfig:
@@ -375,6 +508,38 @@ def _classes(tables: Any, builtin: bool) -> dict[str, DocumentClass]:
     return classes
 
 
+_MARK_KEYS = ("marks", "max_marks", "allowed_fields", "timezone", "images")
+
+
+def _mark_rules(label: str, spec: dict[str, Any]) -> MarkRules:
+    """The class's mark settings (popped from `spec`): logos read from their files now, each class mark
+    checked now, so a bad setting fails at start-up with the key that names it."""
+    given = {key: spec.pop(key) for key in _MARK_KEYS if key in spec}
+    try:
+        images = given.get("images", {})
+        if not isinstance(images, dict) or not all(isinstance(v, str) for v in images.values()):
+            raise ConfigError("must be a table of logo name = path to a .png or .svg file", field="images")
+        logos = MarkRules(images=tuple((str(k), image_uri(v)) for k, v in images.items()))
+        marks = given.get("marks", [])
+        if not isinstance(marks, list):
+            raise ConfigError("must be an array of tables [[classes.NAME.marks]]", field="marks")
+        specs = []
+        for mark in marks:
+            mark = dict(mark) if isinstance(mark, dict) else mark
+            if isinstance(mark, dict) and mark.get("image") is not None:
+                mark["image"] = logos.image(mark["image"])
+            if isinstance(mark, dict) and isinstance(mark.get("color"), list):
+                mark["color"] = tuple(mark["color"])
+            specs.append(WatermarkSpec.from_mapping(mark))
+        given.update(marks=tuple(specs), images=logos.images)
+        return MarkRules(**given)
+    except ConfigError as exc:
+        key = exc.field if exc.field in _MARK_KEYS else "marks"
+        raise ConfigError(f"{label}.{key}: {exc.message}") from None
+    except TypeError as exc:
+        raise ConfigError(f"{label}: {exc}") from None
+
+
 def _doc_class(name: str, spec: Any) -> DocumentClass:
     label = f"[classes.{name}]"
     if not isinstance(spec, dict):
@@ -394,6 +559,7 @@ def _doc_class(name: str, spec: Any) -> DocumentClass:
             spec["watermark"] = WatermarkSpec.from_mapping(wm)
         except ConfigError as exc:
             raise ConfigError(f"{label}.watermark: {exc.message}") from None
+    spec["mark_rules"] = _mark_rules(label, spec)
     if "sanitize" in spec:
         policy = spec["sanitize"]
         if not isinstance(policy, dict):
@@ -402,4 +568,12 @@ def _doc_class(name: str, spec: Any) -> DocumentClass:
             spec["sanitize"] = _section(SanitizePolicy, f"{label}.sanitize", policy)
         except TypeError as exc:
             raise ConfigError(f"{label}.sanitize: {exc}") from None
+    for key, spec_cls in (("verification", VerificationSpec), ("signing", SigningSpec)):
+        if key in spec:
+            table = f"[classes.{name}.{key}]"
+            if not isinstance(spec[key], dict):
+                raise _invalid(table, spec[key], f"must be a table of {key} settings")
+            if key == "verification" and {"url", "code"} & set(spec[key]):
+                raise ConfigError(f"{table}: url and code are set per job, not per class")
+            spec[key] = _section(spec_cls, table, spec[key])
     return _section(DocumentClass, label, spec, name=name)  # type: ignore[no-any-return]

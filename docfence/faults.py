@@ -1,7 +1,8 @@
 """The one test hook for fault injection. Inert unless DOCFENCE_FAULTS is set (tests set it).
 
 DOCFENCE_FAULTS="point=action[,point=action...]" with points:
-  after_claim, after_staging_upload, before_commit, heartbeat, storage_write, render
+  after_claim, after_staging_upload, before_commit, heartbeat, storage_write, render,
+  webhook_sent (a webhook request was answered; its outcome is not recorded yet)
 and actions:
   kill        SIGKILL this process at that point (a real crash)
   sleep:S     stall for S seconds (e.g. to let the lease expire while the worker keeps running)
@@ -26,7 +27,8 @@ from typing import Any
 from docfence.core.clock import monotonic
 
 WAIT_GUARD_S = 600.0
-POINTS = ("after_claim", "after_staging_upload", "before_commit", "heartbeat", "storage_write", "render")
+POINTS = ("after_claim", "after_staging_upload", "before_commit", "heartbeat", "storage_write", "render",
+          "webhook_sent")
 
 
 class InjectedFault(Exception):

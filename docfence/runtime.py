@@ -4,13 +4,16 @@ in-process reconciler, and signal handling (SIGTERM: stop claiming, finish or ha
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import socket
 import threading
 from dataclasses import dataclass
 
 from docfence.blobs.regions import RegionRouter
 from docfence.config import Settings
 from docfence.maintenance.reconciler import ReconcileConfig, Reconciler
+from docfence.maintenance.webhooks import WebhookDispatcher
 from docfence.store import open_store
 from docfence.store.base import Store
 from docfence.worker.runner import Counters, Worker
@@ -35,6 +38,12 @@ class Runtime:
                               staging_grace_s=self.settings.staging_grace_s)
         return Reconciler(self.store, self.regions, cfg)
 
+    def webhook_dispatcher(self) -> WebhookDispatcher:
+        """Delivers webhooks beside the in-process reconciler (any number of them may run at once)."""
+        return WebhookDispatcher(self.store, self.settings.webhooks,
+                                 worker=f"webhooks@{socket.gethostname()}:{os.getpid()}",
+                                 interval_s=self.settings.worker.reconcile_interval_s)
+
     def close(self) -> None:
         self.store.close()
 
@@ -44,11 +53,14 @@ def run_worker(rt: Runtime, *, until_idle: bool = False, max_jobs: int | None = 
     """Run one worker (and, by default, a reconciler thread) until SIGTERM/SIGINT or idle."""
     worker = Worker(rt.settings, rt.store, rt.regions)
     stop_reconciler = threading.Event()
-    thread = None
+    threads = []
     if rt.settings.worker.reconcile_in_process:
-        thread = threading.Thread(target=rt.reconciler().run_forever, args=(stop_reconciler,),
-                                  name="reconciler", daemon=True)
-        thread.start()
+        threads = [threading.Thread(target=rt.reconciler().run_forever, args=(stop_reconciler,),
+                                    name="reconciler", daemon=True),
+                   threading.Thread(target=rt.webhook_dispatcher().run_forever, args=(stop_reconciler,),
+                                    name="webhooks", daemon=True)]
+        for thread in threads:
+            thread.start()
     if install_signals:
         def on_signal(signum: int, _frame: object) -> None:
             log.info("signal %d: no more claims; finishing or handing back current work", signum)
@@ -60,5 +72,5 @@ def run_worker(rt: Runtime, *, until_idle: bool = False, max_jobs: int | None = 
         return worker.run(until_idle=until_idle, max_jobs=max_jobs)
     finally:
         stop_reconciler.set()
-        if thread is not None:
+        for thread in threads:
             thread.join(timeout=5)

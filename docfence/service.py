@@ -13,13 +13,13 @@ import os
 import re
 import secrets
 import threading
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
-from pathlib import Path
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO
 
 from docfence import layout
 from docfence.blobs import BlobStore, RegionRouter
+from docfence.blobs.sealed import PasswordSeal, load_key
 from docfence.config import Settings
 from docfence.core import tokens
 from docfence.core.access import SCOPES, Principal, check_scopes
@@ -31,36 +31,55 @@ from docfence.core.errors import (
     BlobNotFound,
     ConfigError,
     DocfenceError,
-    EmptyUpload,
     Forbidden,
     IllegalTransition,
     InvalidRequest,
     InvalidWatermark,
     JobAlreadyEnded,
     NotFound,
+    RegionNotApproved,
+    RequestError,
     SignedUrlRevoked,
     Unauthorized,
-    UnsupportedUpload,
-    UploadTooLarge,
 )
+from docfence.core.fields import CALLER_FIELDS, check_value
 from docfence.core.ids import new_id
+from docfence.core.marks import HIDDEN, MarkRules, blank_marks, resolve_fields, resolve_marks
 from docfence.core.policy import JobPolicy, Mode, WatermarkSpec
 from docfence.core.records import ApiKey, Artifact, Attempt, AuditEvent, Job, NewJob
 from docfence.core.states import JobState
+from docfence.intake import (
+    MAX_BATCH_ITEMS,
+    MAX_LIST_LIMIT,
+    BatchOutcome,
+    CappedReader,
+    JobQuery,
+    SniffedPdf,
+    Staged,
+    check_label,
+    check_password,
+    clean_filename,
+    decode_cursor,
+    encode_cursor,
+    item_error,
+)
 from docfence.observability import metrics
 from docfence.store.base import Store
 from docfence.store.wakeups import JobEndWatch
+from docfence.verification import Verifier
 
 log = logging.getLogger(__name__)
 
 KEY_PREFIX = "dfk_"
-SNIFF_BYTES = 1024  # a PDF's %PDF- header must start within these first bytes (as PDF readers accept)
+REASON_CHARS = 200  # a cancel or delete reason, free text kept in the audit event
 _TENANT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _KEY_ID_RE = re.compile(r"[0-9a-f]{12}")
 #: Actors that name a process (worker host and pid): anything but a key reference that holds a digit.
 _PROCESS_ACTOR_RE = re.compile(r"(?!key:).*[0-9].*")
-__all__ = ["SCOPES", "Download", "Forbidden", "InvalidRequest", "JobDetail", "Principal", "Service",
-           "SubmitRequest", "Unauthorized", "build_service", "check_tenant", "load_signing_secret"]
+__all__ = ["SCOPES", "BatchOutcome", "Download", "Forbidden", "InvalidRequest", "JobDetail", "JobQuery",
+           "Principal", "Service", "SubmitRequest", "Unauthorized", "build_service", "check_reason",
+           "check_tenant",
+           "load_signing_secret"]
 
 
 # -- submissions --------------------------------------------------------------------------------------
@@ -73,12 +92,20 @@ class SubmitRequest:
     deadline_s: float | None = None
     watermark: Mapping[str, Any] | None = None
     idempotency_key: str | None = None
+    label: str | None = None  # the caller's tag, searchable (GET /v1/jobs?label=); never logged
+    filename: str | None = None  # the upload's original name (folders are dropped); never logged
+    password: str | None = field(default=None, repr=False)  # the PDF's; sealed beside the input only
+    marks: Sequence[Mapping[str, Any]] | None = None  # the job's own marks, within its class's rules
+    recipient: str | None = None  # the dynamic fields a caller gives (core/fields.py)
+    purpose: str | None = None
+    reference: str | None = None
 
 
 @dataclass(frozen=True)
 class JobDetail:
     job: Job
     artifact: Artifact | None
+    recipient_visible: bool = False  # the caller may see the marks' recipient, purpose and reference
 
 
 @dataclass(frozen=True)
@@ -93,59 +120,33 @@ class Download:
     close: Callable[[], None]
 
 
-class _CappedReader:
-    """Reads through to `raw` and raises UploadTooLarge once more than `limit` bytes went by."""
-
-    def __init__(self, raw: BinaryIO, limit: int) -> None:
-        self.raw, self.limit, self.total = raw, limit, 0
-
-    def read(self, n: int = -1) -> bytes:
-        data = self.raw.read(n)
-        self.total += len(data)
-        if self.total > self.limit:
-            raise UploadTooLarge(f"the upload exceeds {self.limit} bytes; nothing was stored")
-        return data
-
-
-class _SniffedPdf:
-    """Reads through to `raw` once its first bytes proved a PDF: EmptyUpload (no bytes) or
-    UnsupportedUpload (no `%PDF-` within the first SNIFF_BYTES) before anything is stored."""
-
-    def __init__(self, raw: BinaryIO) -> None:
-        head = b""
-        while len(head) < SNIFF_BYTES:
-            chunk = raw.read(SNIFF_BYTES - len(head))
-            if not chunk:
-                break
-            head += chunk
-        if not head:
-            raise EmptyUpload("the upload is empty; send a PDF file")
-        if b"%PDF-" not in head:
-            raise UnsupportedUpload(f"the upload is not a PDF: no %PDF- header in its first {SNIFF_BYTES} "
-                                    "bytes")
-        self.raw, self.head = raw, head
-
-    def read(self, n: int = -1) -> bytes:
-        if self.head:
-            if n < 0:
-                data, self.head = self.head + self.raw.read(), b""
-                return data
-            data, self.head = self.head[:n], self.head[n:]
-            return data
-        return self.raw.read(n)
-
-
 def check_tenant(tenant: str) -> str:
     if not isinstance(tenant, str) or not _TENANT_RE.fullmatch(tenant):
         raise InvalidRequest("tenant must match [A-Za-z0-9][A-Za-z0-9._-]* (at most 64 characters)")
     return tenant
 
 
+def check_reason(reason: str | None) -> str | None:
+    """A caller's free-text reason, trimmed (None when blank); InvalidRequest names the field when it
+    is longer than REASON_CHARS or holds control characters (it is shown in timelines)."""
+    if reason is None or not reason.strip():
+        return None
+    text = reason.strip()
+    if len(text) > REASON_CHARS:
+        raise InvalidRequest(f"reason: at most {REASON_CHARS} characters (got {len(text)})", field="reason")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
+        raise InvalidRequest("reason: control characters (newlines, tabs) are not allowed", field="reason")
+    return text
+
+
 def load_signing_secret(settings: Settings) -> bytes:
     """The configured secret, or one generated once and kept (mode 0600) next to the data."""
     if settings.signing_secret:
         return str(settings.signing_secret).encode("utf-8")
-    folder = _data_dir(settings.database_url, settings.storage_url)
+    folder = settings.data_folder()
+    if folder is None:
+        raise ConfigError("set DOCFENCE_SIGNING_SECRET: API servers without a local data folder must "
+                          "share one", field="signing_secret")
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "signing.key"
     try:
@@ -157,14 +158,6 @@ def load_signing_secret(settings: Settings) -> bytes:
     return path.read_bytes().strip()
 
 
-def _data_dir(database_url: str, storage_url: str) -> Path:
-    if database_url.startswith("sqlite:///"):
-        return Path(database_url[len("sqlite:///") :]).parent
-    if storage_url.startswith("file:"):
-        return Path(storage_url[len("file:") :].removeprefix("//")).parent
-    raise ConfigError("set DOCFENCE_SIGNING_SECRET: API servers without a local data folder must share one")
-
-
 class Service:
     """The use cases. One instance per process; thread-safe as long as the store is."""
 
@@ -173,62 +166,136 @@ class Service:
         self.settings, self.store, self.router = settings, store, router
         self.clock = clock or SystemClock()
         self._secret = signing_secret or load_signing_secret(settings)
+        self.verifier = Verifier(settings, store, self._secret)  # verification codes and /v1/verify
         # SQLite has one writer: queueing writers here, not in SQLite's sleeping busy handler, keeps
         # a burst of submits from starving the threadpool that status reads also need.
         self._writes = threading.BoundedSemaphore(1 if getattr(store, "dialect", "") == "sqlite" else 32)
+        self._seal: PasswordSeal | None = None  # loaded on the first password (its key may be remote-only)
 
     # -- submit ----------------------------------------------------------------------------------
     def submit(self, principal: Principal, stream: BinaryIO, request: SubmitRequest) -> tuple[Job, bool]:
-        """Store the upload under a pre-chosen job id, then create (or find) the job.
+        """Store the upload (and its sealed password) under a pre-chosen job id, then create (or find)
+        the job.
 
         Raises UploadTooLarge (nothing stored), RegionNotApproved (before any byte is stored),
         InvalidRequest, IdempotencyConflict. A duplicate submission returns the first job.
         """
         principal.require("jobs.submit")
         tenant = check_tenant(principal.tenant)
+        staged = self._stage_upload(tenant, principal.actor, stream, request)
+        try:
+            with self._writes:
+                job, created = self.store.submit(staged.new)
+        except BaseException:
+            staged.discard()
+            raise
+        if job.id != staged.new.job_id:
+            staged.discard()  # an earlier identical submission already owns its input
+        log.info("job %s submitted (created=%s, attempt %d)", job.id, created, job.attempt)
+        return job, created
+
+    def submit_batch(self, principal: Principal, uploads: Sequence[tuple[BinaryIO, SubmitRequest]], *,
+                     partial: bool = False) -> list[BatchOutcome]:
+        """Many submissions committed in ONE store transaction; one answer per item, in order.
+
+        Whole (default): any refused item refuses the batch with that item's error, its field named
+        `items[i].<field>`, and nothing is stored. `partial`: refused items are answered with their
+        error and every other item is committed. An item may replay an earlier identical submission.
+        """
+        principal.require("jobs.submit")
+        tenant = check_tenant(principal.tenant)
+        if not 1 <= len(uploads) <= MAX_BATCH_ITEMS:
+            raise InvalidRequest(f"a batch holds 1-{MAX_BATCH_ITEMS} documents, not {len(uploads)}",
+                                 field="file")
+        staged: list[Staged | BatchOutcome] = []
+        try:
+            for index, (stream, request) in enumerate(uploads):
+                try:
+                    staged.append(self._stage_upload(tenant, principal.actor, stream, request))
+                except (RequestError, RegionNotApproved) as exc:
+                    if not partial:
+                        raise item_error(index, len(uploads), exc) from None
+                    staged.append(BatchOutcome(index, error=exc))
+            outcomes = self._commit_batch(staged, partial)
+        except BaseException:
+            for item in staged:
+                if isinstance(item, Staged):
+                    item.discard()
+            raise
+        log.info("batch of %d submitted (%d created)", len(uploads), sum(o.created for o in outcomes))
+        return outcomes
+
+    def _commit_batch(self, staged: list[Staged | BatchOutcome], partial: bool) -> list[BatchOutcome]:
+        ready = [item for item in staged if isinstance(item, Staged)]
+        with self._writes:
+            answers = iter(self.store.submit_many([item.new for item in ready], all_or_nothing=not partial))
+        outcomes = []
+        for index, item in enumerate(staged):
+            if isinstance(item, BatchOutcome):
+                outcomes.append(item)
+                continue
+            answer = next(answers)
+            if isinstance(answer, DocfenceError):
+                item.discard()
+                outcomes.append(BatchOutcome(index, error=answer))
+                continue
+            job, created = answer
+            if job.id != item.new.job_id:
+                item.discard()
+            outcomes.append(BatchOutcome(index, job=job, created=created))
+        return outcomes
+
+    def _stage_upload(self, tenant: str, actor: str, stream: BinaryIO, request: SubmitRequest) -> Staged:
+        """Check the request, then store the upload (sniffed, capped) and its sealed password under a
+        new job id: the NewJob to commit, and how to remove those bytes should it not be committed."""
+        label, password = check_label(request.label), check_password(request.password)
         policy = self._policy(request)
         blobs = self.router.for_region(policy.region)
         job_id = new_id()
         key = layout.input_key(tenant, job_id)
         limit = int(self.settings.max_upload_bytes)
-        sniffed = _SniffedPdf(stream)
-        info = blobs.put_stream(key, _CappedReader(sniffed, limit), max_bytes=limit)
-        new = NewJob(
-            tenant=tenant, policy=policy, input_key=key, input_sha256=info.sha256, input_bytes=info.bytes,
-            idempotency_key=request.idempotency_key, request_hash=_request_hash(info.sha256, policy, request),
-            actor=principal.actor, job_id=job_id,
-        )
+        info = blobs.put_stream(key, CappedReader(SniffedPdf(stream), limit), max_bytes=limit)
         try:
-            with self._writes:
-                job, created = self.store.submit(new)
+            policy = self._with_fields(policy, request, job_id=job_id, tenant=tenant, sha256=info.sha256)
+            issued = self.verifier.issue(policy, job_id, info.sha256)  # its verification URL, if any
         except BaseException:
             blobs.delete(key)
             raise
-        if job.input_key != key:
-            blobs.delete(key)  # an earlier identical submission already owns its input
-        log.info("job %s submitted (created=%s, attempt %d)", job.id, created, job.attempt)
-        return job, created
+        staged = Staged(NewJob(  # the request hash covers the policy before its job's verification URL
+            tenant=tenant, policy=issued, input_key=key, input_sha256=info.sha256, input_bytes=info.bytes,
+            idempotency_key=request.idempotency_key, request_hash=_request_hash(info.sha256, policy, request),
+            actor=actor, job_id=job_id, label=label, filename=clean_filename(request.filename),
+            sealed_password=password is not None,
+        ), blobs, layout.job_prefix(tenant, job_id))
+        if password is not None:
+            try:
+                self._password_seal().seal(blobs, staged.prefix, password)
+            except BaseException:
+                staged.discard()
+                raise
+        return staged
+
+    def _password_seal(self) -> PasswordSeal:
+        if self._seal is None:
+            self._seal = PasswordSeal(load_key(self.settings))
+        return self._seal
 
     def _policy(self, request: SubmitRequest) -> JobPolicy:
-        """The frozen policy of a submission; InvalidWatermark (400) for a bad watermark spec,
-        InvalidRequest (422) for anything else the caller chose wrongly."""
-        watermark = None
-        if request.watermark is not None:
-            try:
-                base = self.settings.document_class(request.document_class).watermark
-            except ConfigError as exc:
-                raise InvalidRequest(exc.message, field=exc.field) from exc
-            watermark = _watermark(base, request.watermark)
+        """The frozen policy of a submission; InvalidWatermark (400) for a bad watermark spec, marks or
+        field value, InvalidRequest (422) for anything else the caller chose wrongly."""
         try:
             cls = self.settings.document_class(request.document_class)
+        except ConfigError as exc:
+            raise InvalidRequest(exc.message, field=exc.field) from exc
+        watermark, more = _marks(cls.mark_rules, cls.watermark, request)
+        try:
             mode = request.mode or self.store.class_modes().get(cls.name)
             if mode is not None:
                 mode = Mode(mode).value
             overrides: dict[str, Any] = {}
             if request.deadline_s is not None:
                 overrides["deadline_s"] = request.deadline_s
-            if watermark is not None:
-                overrides["watermark"] = watermark
+            overrides.update(watermark=watermark, marks=more, fields={})
             policy: JobPolicy = self.settings.policy_for(cls.name, mode_override=mode, **overrides)
             return policy
         except ConfigError as exc:
@@ -236,15 +303,39 @@ class Service:
         except (ValueError, TypeError) as exc:
             raise InvalidRequest(f"invalid request: {exc}") from exc
 
+    def _with_fields(self, policy: JobPolicy, request: SubmitRequest, *, job_id: str, tenant: str,
+                     sha256: str) -> JobPolicy:
+        """The policy with its field values frozen: the caller's, the job's own, the issue time."""
+        rules = self.settings.document_class(policy.document_class).mark_rules
+        values = resolve_fields(rules, _caller_fields(request), job_id=job_id, tenant=tenant,
+                                issued_at=self.clock.now())
+        return policy.evolve(fields={**values, "sha8": sha256[:8]})
+
     # -- reads and cancel -----------------------------------------------------------------------
     def get(self, principal: Principal, job_id: str) -> JobDetail:
         principal.require("jobs.read")
-        return self.describe(self._visible(principal, job_id))
+        return self.describe(self._visible(principal, job_id), principal)
 
-    def describe(self, job: Job) -> JobDetail:
-        """The job with its artifact record once succeeded (the caller already may see the job)."""
+    def list_jobs(self, principal: Principal, query: JobQuery) -> tuple[list[JobDetail], str | None]:
+        """The key's tenant's jobs under the filters, newest first (created_at, then id), `limit` per
+        page, and the cursor of the next page (None on the last). Stable under concurrent inserts."""
+        principal.require("jobs.read")
+        if not 1 <= query.limit <= MAX_LIST_LIMIT:
+            raise InvalidRequest(f"limit must be in [1, {MAX_LIST_LIMIT}]", field="limit")
+        jobs = self.store.list_jobs(
+            tenant=check_tenant(principal.tenant), state=JobState(query.state) if query.state else None,
+            mode=query.mode, document_class=query.document_class, created_after=query.created_after,
+            created_before=query.created_before, label=query.label, filename=query.filename,
+            limit=query.limit, after=decode_cursor(query.cursor) if query.cursor else None)
+        nxt = encode_cursor(jobs[-1]) if len(jobs) == query.limit else None
+        return [self.describe(job, principal) for job in jobs], nxt
+
+    def describe(self, job: Job, principal: Principal | None = None) -> JobDetail:
+        """The job with its artifact record once succeeded (the caller already may see the job); the
+        marks' recipient only when `principal` may see it (core/access.py: jobs.recipient)."""
         artifact = self.store.artifact(job.id) if job.state is JobState.SUCCEEDED else None
-        return JobDetail(job, artifact)
+        visible = principal is not None and principal.allows("jobs.recipient")
+        return JobDetail(job, artifact, visible)
 
     def watch_job_end(self, job_id: str, *, on_wake: Callable[[], None] | None = None) -> JobEndWatch:
         """A subscription to the announcement that `job_id` ended, for long-polls (close it when done).
@@ -255,15 +346,17 @@ class Service:
         """
         return self.store.watch_job_end((job_id,), on_wake=on_wake)
 
-    def cancel(self, principal: Principal, job_id: str) -> Job:
+    def cancel(self, principal: Principal, job_id: str, *, reason: str | None = None) -> Job:
         """Cancel a queued or rendering job. Cancelling a canceled job again returns it unchanged (the
-        caller's wish already holds); a succeeded or failed job raises JobAlreadyEnded (409)."""
+        caller's wish already holds); a succeeded or failed job raises JobAlreadyEnded (409). `reason`
+        (free text, at most REASON_CHARS) is recorded in the audit event as `details.note`."""
         principal.require("jobs.cancel")
+        note = check_reason(reason)
         job = self._visible(principal, job_id)
         if not job.terminal:
             try:
                 with self._writes:
-                    canceled = self.store.cancel(job.id, actor=principal.actor)
+                    canceled = self.store.cancel(job.id, actor=principal.actor, note=note)
             except IllegalTransition:
                 job = self.store.get(job.id)  # it ended between the read and the fenced update
             else:
@@ -273,19 +366,21 @@ class Service:
             return job
         raise JobAlreadyEnded(f"job {job.id} already ended as {job.state.value}; there is nothing to cancel")
 
-    def delete(self, principal: Principal, job_id: str, request_id: str) -> Job:
+    def delete(self, principal: Principal, job_id: str, request_id: str, *, reason: str | None = None) -> Job:
         """Remove every byte of the job (input, all attempts, artifact) and keep its metadata as a
         tombstone; a running attempt is canceled first. Needs the tenant admin (jobs.delete); audited
-        with who asked."""
+        with who asked, the request id and the free-text `reason` (`details.note`)."""
         from docfence.maintenance.deletion import DeletionService
 
         principal.require("jobs.delete")
+        note = check_reason(reason)
         job = self._visible(principal, job_id)
         if not re.fullmatch(r"[A-Za-z0-9._:-]{1,128}", request_id):
-            raise InvalidRequest("the deletion request id must be 1-128 letters, digits or ._:-")
+            raise InvalidRequest("the deletion request id must be 1-128 letters, digits or ._:-",
+                                 field="request_id")
         with self._writes:
             DeletionService(self.store, self.router).delete_job(
-                job.id, actor=principal.actor, request_id=request_id)
+                job.id, actor=principal.actor, request_id=request_id, note=note)
         return self.store.get(job.id)
 
     def events(self, principal: Principal, job_id: str) -> tuple[list[AuditEvent], list[Attempt]]:
@@ -294,6 +389,9 @@ class Service:
         principal.require("jobs.read")
         job = self._visible(principal, job_id)
         events, attempts = self.store.audit_events(job.id), self.store.attempts(job.id)
+        if not principal.allows("jobs.recipient"):
+            events = [replace(e, details={k: HIDDEN if k in CALLER_FIELDS else v
+                                          for k, v in e.details.items()}) for e in events]
         if principal.allows("ops.workers"):
             return events, attempts
         return ([replace(e, actor=self.worker_alias(e.actor)) for e in events],
@@ -437,18 +535,58 @@ def _hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
-def _watermark(base: WatermarkSpec, given: Mapping[str, Any]) -> WatermarkSpec:
-    """The class's spec with the caller's fields; InvalidWatermark (400) names the field at fault."""
+def _marks(rules: MarkRules, base: WatermarkSpec,
+           request: SubmitRequest) -> tuple[WatermarkSpec, tuple[WatermarkSpec, ...]]:
+    """The job's marks (the class's, the caller's watermark over the first, or the caller's own list)
+    with the caller's field values checked; InvalidWatermark (400) names the field at fault."""
     try:
-        return WatermarkSpec.from_mapping(given, base)
+        first, more = resolve_marks(rules, base, given_watermark=request.watermark, given_marks=request.marks)
+        caller = {name: check_value(name, value) for name, value in _caller_fields(request).items()}
+        blank = blank_marks((first, *more), {**caller, "job_id": "x", "tenant": "x", "date": "x"})
+        if blank:
+            raise ConfigError(f"mark {blank[0]} draws nothing once its fields are filled (give "
+                              f"{', '.join(CALLER_FIELDS)} as its text needs)", field="marks")
+        _drawable((first, *more), caller)
     except ConfigError as exc:
-        raise InvalidWatermark(exc.message, field="watermark") from None
+        where = exc.field if exc.field in CALLER_FIELDS else ("marks" if request.marks is not None
+                                                              else "watermark")
+        raise InvalidWatermark(exc.message, field=where) from None
+    return first, more
+
+
+def _drawable(marks: tuple[WatermarkSpec, ...], caller: Mapping[str, str]) -> None:
+    """Images decoded and converted, and text with the caller's values laid out, now as the render
+    will: a logo or a recipient no installed font can draw fails the submission, not the job."""
+    from docfence.core.fields import fill
+    from docfence.engines.mark_art import check_image
+    from docfence.engines.outline_text import outline_text
+
+    for spec in marks:
+        if spec.image is not None:
+            check_image(spec.image)
+        elif caller and any(name in spec.fields for name in caller):
+            sample = {"date": "2026-01-01", "job_id": "x", "tenant": "x", "page": "1", "pages": "1"}
+            outline_text(fill(spec.text, {**sample, **caller}))
+
+
+def _caller_fields(request: SubmitRequest) -> dict[str, str]:
+    given = {"recipient": request.recipient, "purpose": request.purpose, "reference": request.reference}
+    return {name: value for name, value in given.items() if value is not None}
 
 
 def _request_hash(input_sha256: str, policy: JobPolicy, request: SubmitRequest) -> str:
-    """Same bytes + same caller choices = same request (class mode changes do not create conflicts)."""
-    chosen = {"document_class": policy.document_class, "mode": request.mode,
-              "deadline_s": request.deadline_s, "watermark": dict(request.watermark or {})}
+    """Same bytes + same caller choices = same request (class mode changes do not create conflicts).
+    A label, and whether a password came, count only when given (so older keys keep their hash); the
+    filename never does, nor the password itself (no digest of it is ever stored)."""
+    chosen: dict[str, Any] = {"document_class": policy.document_class, "mode": request.mode,
+                              "deadline_s": request.deadline_s, "watermark": dict(request.watermark or {})}
+    if request.label:
+        chosen["label"] = request.label
+    if request.password:
+        chosen["password"] = True
+    if request.marks is not None:  # only when given: requests from before marks keep their hash
+        chosen["marks"] = [dict(m) for m in request.marks]
+    chosen.update(_caller_fields(request))
     canonical = json.dumps(chosen, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(f"{input_sha256}\n{canonical}".encode()).hexdigest()
 

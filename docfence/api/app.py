@@ -6,7 +6,7 @@ import logging
 
 from fastapi import FastAPI
 
-from docfence.api import jobs, public, reports_routes
+from docfence.api import jobs, public, reports_routes, verify_routes, webhooks_routes
 from docfence.api.docs import install_docs
 from docfence.api.errors import install_error_handlers
 from docfence.api.gate import RequestGate
@@ -37,6 +37,8 @@ def create_app(
     app.include_router(jobs.router)
     app.include_router(public.router)
     app.include_router(reports_routes.router)
+    verify_routes.install(app, settings, service.clock.monotonic)  # no key; limited per client address
+    app.include_router(webhooks_routes.router)
     install_docs(app, settings.server.docs)
     app.state.report_processors = tuple(settings.report_processors)
     from docfence.console import install as install_console  # local import: console imports api.deps

@@ -58,6 +58,7 @@ HTTP_LAYER_CODES = {
     "method_not_allowed": "That method is not allowed on this path.",
     "request_timeout": "The request headers or body did not arrive in time; the connection was closed.",
     "http_error": "The HTTP request was refused.",
+    "rate_limited": "Too many requests from this address on a route without a key; retry after Retry-After.",
 }
 
 
@@ -127,5 +128,6 @@ _DESCRIPTIONS = {
     400: "Malformed request body", 401: "Missing, wrong or revoked API key", 403: "Forbidden",
     408: "Request headers or body too slow", 415: "Not a PDF",
     404: "Not found", 409: "Conflict", 410: "Gone", 413: "Upload too large", 422: "Invalid request",
+    429: "Too many requests from this address",
     500: "Internal error", 503: "Unavailable",
 }

@@ -15,7 +15,7 @@ from docfence.cli.errors import EXIT_USAGE, OneLineParser, run_command
 
 # Modules under docfence.cli that provide commands; each owns its own arguments.
 COMMAND_MODULES = ("runtime", "watermark", "jobs", "keys", "serve", "data", "reports", "bench",
-                   "inspect", "capacity")
+                   "inspect", "capacity", "webhooks", "verify")
 
 
 def build_parser() -> argparse.ArgumentParser:

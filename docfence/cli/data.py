@@ -30,6 +30,7 @@ def register(sub: Any) -> None:
     delete.add_argument("job_id")
     delete.add_argument("--request-id", required=True, help="the deletion request this fulfils (recorded)")
     delete.add_argument("--actor", default="cli", help="who asked (recorded in the audit trail)")
+    delete.add_argument("--reason", default=None, help="why, free text up to 200 characters (audited)")
     add_json_flag(delete)
     delete.set_defaults(func=delete_job)
 
@@ -80,14 +81,27 @@ def delete_job(args: argparse.Namespace) -> int:
     from docfence.core.errors import DocfenceError
     from docfence.maintenance.deletion import DeletionService
 
+    note = _flag_reason(args.reason)
     rt = _runtime()
     try:
         report = DeletionService(rt.store, rt.regions).delete_job(
-            args.job_id, actor=args.actor, request_id=args.request_id)
+            args.job_id, actor=args.actor, request_id=args.request_id, note=note)
     except DocfenceError as exc:
         say(f"{exc.code}: {exc.message}")
         return 1
     emit(args, f"deleted {report.objects_deleted} object(s) of {report.job_id} (request "
          f"{report.request_id}); the job's metadata and audit trail remain",
-         {"job": report.job_id, "request_id": report.request_id, "objects_deleted": report.objects_deleted})
+         {"job": report.job_id, "request_id": report.request_id, "objects_deleted": report.objects_deleted,
+          "reason": note})
     return 0
+
+
+def _flag_reason(reason: str | None) -> str | None:
+    """`--reason` checked like the API's `reason`; ConfigError (exit 2) names the flag."""
+    from docfence.core.errors import ConfigError, InvalidRequest
+    from docfence.service import check_reason
+
+    try:
+        return check_reason(reason)
+    except InvalidRequest as exc:
+        raise ConfigError(f"--reason: {exc.message.removeprefix('reason: ')}", field="--reason") from None

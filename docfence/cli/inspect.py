@@ -15,6 +15,8 @@ def register(sub: Any) -> None:
     p = sub.add_parser("inspect", help="one screen on a job: lease, deadline, timeline, what happens next")
     p.add_argument("job_id")
     p.add_argument("--json", action="store_true", help="machine-readable (the console's view)")
+    p.add_argument("--show-recipient", action="store_true",
+                   help="show the marks' recipient, purpose and reference (hidden by default)")
     p.set_defaults(func=inspect_cmd)
 
 
@@ -30,5 +32,6 @@ def inspect_cmd(args: argparse.Namespace) -> int:
         return 1
     finally:
         store.close()
-    print(json.dumps(inspection_dict(ins), indent=2) if args.json else format_inspection(ins))
+    shown = bool(args.show_recipient)
+    print(json.dumps(inspection_dict(ins, shown), indent=2) if args.json else format_inspection(ins, shown))
     return 0

@@ -16,6 +16,16 @@ from docfence.core.policy import Mode
 from docfence.logs import configure as configure_logs
 
 
+def _ops_actor() -> str:
+    """The audit actor of `ops` commands: `cli:<login user>`, so `ops status` says who paused."""
+    import getpass
+
+    try:
+        return "cli:" + getpass.getuser()
+    except (OSError, KeyError):  # no login name (e.g. a container's uid without a passwd entry)
+        return "cli"
+
+
 def register(sub: Any) -> None:
     register_demo(sub)
     db = sub.add_parser("db", help="database schema")
@@ -46,7 +56,7 @@ def register(sub: Any) -> None:
     for name, helptext in (("pause", "stop new claims"), ("resume", "allow claims again")):
         p = ops_sub.add_parser(name, help=helptext)
         p.add_argument("--mode", choices=[m.value for m in Mode], help="only this mode (default: all)")
-        p.add_argument("--reason", default=None)
+        p.add_argument("--reason", default=None, help="why (audited; ops status shows it)")
         add_json_flag(p)
         p.set_defaults(func=pause_resume)
     drain = ops_sub.add_parser("drain", help="wait until no valid lease remains")
@@ -117,12 +127,15 @@ def reconcile(args: argparse.Namespace) -> int:
 
 
 def pause_resume(args: argparse.Namespace) -> int:
+    from docfence.cli.data import _flag_reason
+
+    reason = _flag_reason(args.reason)
     rt = _runtime()
     scope = args.mode or "all"
     if args.ops_command == "pause":
-        rt.store.pause_claims(scope, actor="cli", reason=args.reason)
+        rt.store.pause_claims(scope, actor=_ops_actor(), reason=reason)
     else:
-        rt.store.resume_claims(scope, actor="cli")
+        rt.store.resume_claims(scope, actor=_ops_actor(), reason=reason)
     paused = rt.store.paused_scopes()
     emit(args, f"{args.ops_command}d claims for {scope}; paused now: {', '.join(paused) or 'nothing'}",
          {"action": args.ops_command, "scope": scope, "paused": paused})
@@ -155,14 +168,20 @@ def set_mode(args: argparse.Namespace) -> int:
 
 def ops_status(args: argparse.Namespace) -> int:
     rt = _runtime()
-    status = {"paused": rt.store.paused_scopes(), "class_modes": rt.store.class_modes(),
+    pauses = rt.store.claim_pauses()
+    status = {"paused": [p.scope for p in pauses], "class_modes": rt.store.class_modes(),
+              "pauses": [{"scope": p.scope, "paused_at": p.paused_at.isoformat(), "actor": p.actor,
+                          "reason": p.reason} for p in pauses],
               "jobs_by_state": rt.store.count_by_state(), "valid_leases": rt.store.valid_lease_count()}
     rt.close()
     if args.json:
         print(json.dumps(status, indent=2, sort_keys=True))
         return 0
-    paused = ", ".join(status["paused"]) or "nothing (workers claim every mode)"
-    print(f"claims paused: {paused}")
+    if not pauses:
+        print("claims paused: nothing (workers claim every mode)")
+    for p in pauses:
+        print(f"claims paused: {p.scope} by {p.actor} at {p.paused_at.isoformat(timespec='seconds')}"
+              f" ({'reason: ' + p.reason if p.reason else 'no reason given'})")
     configured = {name: cls.mode.value for name, cls in rt.settings.all_classes().items()}
     modes = {**configured, **status["class_modes"]}
     print("mode new jobs get: " + ", ".join(

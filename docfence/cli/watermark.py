@@ -5,6 +5,7 @@ atomically in DIR under names that never collide, inputs are never modified."""
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -14,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from docfence.config import load_limits
-from docfence.core.clock import monotonic
+from docfence.core.clock import monotonic, utcnow
 from docfence.core.errors import ConfigError
-from docfence.core.policy import POSITIONS, JobPolicy, Mode, WatermarkSpec
+from docfence.core.fields import CALLER_FIELDS
+from docfence.core.marks import MarkRules, blank_marks, image_uri, resolve_fields
+from docfence.core.policy import MAX_MARKS, POSITIONS, JobPolicy, Mode, WatermarkSpec
 from docfence.sandbox import Sandbox, Task
 
 
@@ -32,6 +35,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--pages", default="all", help="all, first, last, odd, even or ranges like 1-3,7")
     p.add_argument("--opacity", type=float, default=0.25)
     p.add_argument("--position", choices=POSITIONS, default="diagonal")
+    p.add_argument("--mark", action="append", default=[], metavar="JSON",
+                   help='a further mark (repeatable), e.g. \'{"text": "{recipient} {page}/{pages}", '
+                        '"position": "footer"}\'; "image" names a .png or .svg file')
+    p.add_argument("--recipient", help="fills {recipient} in mark text (at most 120 characters)")
+    p.add_argument("--purpose", help="fills {purpose} (at most 120 characters)")
+    p.add_argument("--reference", help="fills {reference} (at most 64 characters)")
+    p.add_argument("--timezone", default="UTC", help="time zone of {date} and {datetime} (default UTC)")
     p.add_argument("--password-file", type=Path, help="file whose first line is the PDF password")
     p.add_argument("--owner-password-policy", choices=["refuse", "keep"], default="refuse")
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
@@ -42,11 +52,41 @@ def register(subparsers: Any) -> None:
 def build_policy(args: argparse.Namespace) -> JobPolicy:
     """The job policy from the options; the resource limits are the configuration file's `[limits]`
     (DOCFENCE_CONFIG), the defaults when none is set (no other setting is read: no database here)."""
-    spec = WatermarkSpec(text=args.text, position=args.position, pages=args.pages, opacity=args.opacity)
+    spec = WatermarkSpec.from_mapping(
+        {"text": args.text, "position": args.position, "pages": args.pages, "opacity": args.opacity})
+    rules = MarkRules(max_marks=MAX_MARKS, timezone=args.timezone)
+    caller = {name: getattr(args, name) for name in CALLER_FIELDS if getattr(args, name, None) is not None}
+    fields = resolve_fields(rules, caller, job_id="local", tenant="local", issued_at=utcnow())
+    marks = tuple(_mark(raw) for raw in args.mark)
+    blank = blank_marks((spec, *marks), fields)
+    if blank:
+        raise ConfigError(f"mark {blank[0]} draws nothing once its fields are filled (missing --recipient?)")
     return JobPolicy(
         mode=Mode(args.mode), dpi=args.dpi, watermark=spec, owner_password_policy=args.owner_password_policy,
-        limits=load_limits(),
+        limits=load_limits(), marks=marks, fields=fields,
     )
+
+
+def _mark(raw: str) -> WatermarkSpec:
+    """One --mark option: a JSON object of mark fields ("image": a .png or .svg file's path)."""
+    try:
+        given = json.loads(raw)
+    except ValueError as exc:
+        raise ConfigError(f"--mark must be a JSON object of mark fields ({exc})") from None
+    if not isinstance(given, dict):
+        raise ConfigError("--mark must be a JSON object of mark fields")
+    if isinstance(given.get("image"), str):
+        given["image"] = image_uri(given["image"])
+    if isinstance(given.get("color"), list):
+        given["color"] = tuple(given["color"])
+    return WatermarkSpec.from_mapping(given)
+
+
+def for_file(policy: JobPolicy, data: bytes) -> JobPolicy:
+    """The policy with `{sha8}` of this input filled."""
+    if policy.fields is None:
+        return policy
+    return policy.evolve(fields={**policy.fields, "sha8": hashlib.sha256(data).hexdigest()[:8]})
 
 
 def output_names(inputs: list[Path]) -> list[str]:
@@ -95,8 +135,7 @@ def process_one(sandbox: Sandbox, path: Path, out_dir: Path, name: str, policy: 
     entry: dict[str, Any] = {"input": str(path)}
     target = out_dir / name
     try:
-        with path.open("rb"):
-            pass
+        policy = for_file(policy, path.read_bytes())
     except OSError:
         return {**entry, "ok": False, "code": "input_unreadable", "message": "The input cannot be read."}
     if target.resolve() == path.resolve():

@@ -25,11 +25,13 @@ from docfence.client.errors import (
     UnsupportedMediaType,
 )
 from docfence.client.http import DocfenceClient
-from docfence.client.models import ArtifactView, JobView
+from docfence.client.models import ArtifactView, BatchItemView, BatchView, JobPage, JobView
 
 __all__ = [
     "ArtifactMissing",
     "ArtifactView",
+    "BatchItemView",
+    "BatchView",
     "Conflict",
     "DocfenceClient",
     "DownloadIntegrityError",
@@ -40,6 +42,7 @@ __all__ = [
     "JobCanceled",
     "JobFailed",
     "JobNotFound",
+    "JobPage",
     "JobView",
     "PayloadTooLarge",
     "PollTimeout",

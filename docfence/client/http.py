@@ -13,7 +13,8 @@ import os
 import random
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from docfence.client.errors import (
     TransportError,
     UnknownState,
 )
-from docfence.client.models import KNOWN_STATES, JobView
+from docfence.client.models import KNOWN_STATES, BatchView, JobPage, JobView
 from docfence.core.clock import monotonic
 
 FIRST_DELAY_S = 0.25
@@ -91,41 +92,134 @@ class DocfenceClient:
 
     # -- calls -----------------------------------------------------------------------------------
     def submit(
-        self, path_or_bytes: str | os.PathLike[str] | bytes, *, idempotency_key: str | None = None,
+        self, path_or_bytes: Document, *, idempotency_key: str | None = None,
         document_class: str | None = None, mode: str | None = None,
         watermark: Mapping[str, Any] | None = None, deadline_s: float | None = None,
+        label: str | None = None, password: str | None = None, wait_s: float | None = None,
+        marks: Sequence[Mapping[str, Any]] | None = None, recipient: str | None = None,
+        purpose: str | None = None, reference: str | None = None,
     ) -> JobView:
-        """Upload a PDF and create a job (the same idempotency key and request return the same job)."""
-        data: dict[str, str] = {}
-        if document_class:
-            data["document_class"] = document_class
-        if mode:
-            data["mode"] = mode
-        if deadline_s is not None:
-            data["deadline_s"] = repr(float(deadline_s))
-        if watermark is not None:
-            data["watermark"] = json.dumps(dict(watermark))
+        """Upload a PDF and create a job (the same idempotency key and request return the same job).
+
+        `label`: your own tag (search with `list_jobs(label=...)`). `password`: the PDF's, sealed by the
+        server beside the input and used by the render only. `wait_s`: answer once the job ended or
+        that long (capped by the server) ran out; `JobView.terminal` tells which. `marks` replaces the
+        class's marks; recipient, purpose and reference fill the marks' fields."""
+        data = _options(document_class=document_class, mode=mode, deadline_s=deadline_s,
+                        watermark=watermark, label=label, password=password)
+        if marks is not None:
+            data["marks"] = json.dumps([dict(m) for m in marks])
+        for name, value in (("recipient", recipient), ("purpose", purpose), ("reference", reference)):
+            if value is not None:
+                data[name] = value
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        params = {"wait": f"{wait_s:g}"} if wait_s else None
+        timeout = self.timeout_s + wait_s if wait_s else None
         with contextlib.ExitStack() as stack:
-            if isinstance(path_or_bytes, bytes):
-                upload: Any = ("document.pdf", path_or_bytes, "application/pdf")
-            else:
-                path = Path(path_or_bytes)
-                upload = (path.name, stack.enter_context(path.open("rb")), "application/pdf")
-            response = self._request("POST", "/v1/jobs", files={"file": upload}, data=data, headers=headers)
+            response = self._request("POST", "/v1/jobs", files={"file": _upload(path_or_bytes, stack)},
+                                     data=data, headers=headers, params=params, timeout=timeout)
         return _job(response)
+
+    def submit_batch(
+        self, documents: Sequence[Document], *, items: Sequence[Mapping[str, Any]] | None = None,
+        partial: bool = False, document_class: str | None = None, mode: str | None = None,
+        watermark: Mapping[str, Any] | None = None, deadline_s: float | None = None, label: str | None = None,
+    ) -> BatchView:
+        """Submit many PDFs in one request, committed in one transaction. `items`: one mapping per
+        document (document_class, mode, deadline_s, watermark, idempotency_key, label, password)
+        over the batch-wide options. Default all or nothing (an invalid item raises with its
+        `items[i].<field>`); `partial=True` answers refused items per item and commits the others."""
+        data = _options(document_class=document_class, mode=mode, deadline_s=deadline_s,
+                        watermark=watermark, label=label)
+        if items is not None:
+            data["items"] = json.dumps([dict(item) for item in items])
+        with contextlib.ExitStack() as stack:
+            files = [("file", _upload(doc, stack)) for doc in documents]
+            response = self._request("POST", "/v1/jobs/batch", files=files, data=data,
+                                     params={"partial": "true"} if partial else None)
+        return BatchView.from_json(response.json())
+
+    def list_jobs(
+        self, *, state: str | None = None, document_class: str | None = None, mode: str | None = None,
+        created_after: datetime | None = None, created_before: datetime | None = None,
+        label: str | None = None, filename: str | None = None, limit: int = 50, cursor: str | None = None,
+    ) -> JobPage:
+        """One page of your tenant's jobs, newest first; pass `page.next_cursor` as `cursor` for the
+        next. Times need a time zone; label and filename match exactly."""
+        params: dict[str, str] = {"limit": str(limit)}
+        for name, value in (("state", state), ("document_class", document_class), ("mode", mode),
+                            ("label", label), ("filename", filename), ("cursor", cursor)):
+            if value:
+                params[name] = value
+        for name, when in (("created_after", created_after), ("created_before", created_before)):
+            if when is not None:
+                params[name] = when.isoformat()
+        return JobPage.from_json(self._request("GET", "/v1/jobs", params=params).json())
+
+    def iter_jobs(self, *, cursor: str | None = None, **filters: Any) -> Iterator[JobView]:
+        """Every job under `list_jobs` filters, page after page (each page one request), from `cursor`
+        (default: the newest)."""
+        while True:
+            page = self.list_jobs(cursor=cursor, **filters)
+            yield from page.jobs
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
 
     def get(self, job_id: str, *, wait_s: float | None = None, timeout_s: float | None = None) -> JobView:
         params = {"wait": f"{wait_s:g}"} if wait_s else None
         return _job(self._request("GET", f"/v1/jobs/{job_id}", params=params, timeout=timeout_s))
 
-    def cancel(self, job_id: str) -> JobView:
-        return _job(self._request("POST", f"/v1/jobs/{job_id}/cancel"))
+    def cancel(self, job_id: str, *, reason: str | None = None) -> JobView:
+        """Cancel a queued or rendering job; `reason` (free text, at most 200 characters) is audited."""
+        params = {"reason": reason} if reason else None
+        return _job(self._request("POST", f"/v1/jobs/{job_id}/cancel", params=params))
+
+    def delete(self, job_id: str, *, request_id: str, reason: str | None = None) -> JobView:
+        """Remove every byte of a job (needs the tenant admin key), keeping its metadata as a tombstone;
+        `request_id` names the deletion request it fulfils and `reason` says why (both audited)."""
+        params = {"request_id": request_id, **({"reason": reason} if reason else {})}
+        return _job(self._request("DELETE", f"/v1/jobs/{job_id}", params=params))
 
     def events(self, job_id: str) -> dict[str, Any]:
         """The audit timeline (`events`) and attempt history (`attempts`) of a job."""
         body: dict[str, Any] = self._request("GET", f"/v1/jobs/{job_id}/events").json()
         return body
+
+    # -- reports ---------------------------------------------------------------------------------
+    def request_report(
+        self, subject: str, period: str, template: str, data: Mapping[str, Any], *,
+        variant: str | None = None, document_class: str | None = None, processor: str = "local",
+        watermark: Mapping[str, Any] | None = None, supersede: bool = False,
+    ) -> dict[str, Any]:
+        """Request a report of `subject` for `period` from `template` ("id@version"). The same request
+        again returns the first; different data for a current request is a Conflict unless
+        `supersede` (see `supersede_report`)."""
+        body: dict[str, Any] = {"subject": subject, "period": period, "template": template,
+                                "data": dict(data), "processor": processor, "supersede": supersede}
+        if variant is not None:
+            body["variant"] = variant
+        if document_class is not None:
+            body["document_class"] = document_class
+        if watermark is not None:
+            body["watermark"] = dict(watermark)
+        answer: dict[str, Any] = self._request("POST", "/v1/report-requests", json=body).json()
+        return answer
+
+    def supersede_report(self, subject: str, period: str, template: str, data: Mapping[str, Any],
+                         **options: Any) -> dict[str, Any]:
+        """Replace the current request of subject, period and template (its job ended) with corrected
+        data; the old request and its jobs stay as evidence, linked by `supersedes`."""
+        return self.request_report(subject, period, template, data, supersede=True, **options)
+
+    def get_report(self, request_id: str) -> dict[str, Any]:
+        """The report request with its state, revision links and jobs."""
+        answer: dict[str, Any] = self._request("GET", f"/v1/report-requests/{request_id}").json()
+        return answer
+
+    def retry_report(self, request_id: str) -> JobView:
+        """A new job for a report request whose last job failed or was canceled."""
+        return _job(self._request("POST", f"/v1/report-requests/{request_id}/retry"))
 
     def capabilities(self) -> dict[str, Any]:
         body: dict[str, Any] = self._request("GET", "/v1/capabilities").json()
@@ -182,6 +276,30 @@ class DocfenceClient:
         _stream_to(self._public, url, target, job.artifact.sha256)
         return target
 
+    # -- public verification (no key is sent) ---------------------------------------------------
+    def verify(self, job_id: str, code: str, *, document: str | os.PathLike[str] | bytes | None = None,
+               sha256: str | None = None) -> dict[str, Any]:
+        """GET /v1/verify/{job_id} (issuer, issue time, sha256, deleted); with `document` (a path or
+        bytes) or `sha256`, POST it and answer {"match", "sha256"}. NotFound for anything that is not
+        a verifiable document with this code."""
+        url, params = f"{self.base_url}/v1/verify/{job_id}", {"c": code}
+        try:
+            if document is None and sha256 is None:
+                response = self._public.get(url, params=params)
+            elif isinstance(document, bytes):
+                response = self._public.post(url, params=params, files={"file": ("document.pdf", document)})
+            elif document is not None:
+                path = Path(document)
+                with path.open("rb") as fh:
+                    response = self._public.post(url, params=params, files={"file": (path.name, fh)})
+            else:
+                response = self._public.post(url, params=params, data={"sha256": str(sha256)})
+        except httpx.HTTPError as exc:
+            raise TransportError(f"cannot reach the docfence API at {self.base_url} (verify: "
+                                 f"{type(exc).__name__})") from exc
+        raise_for_status(response)
+        return dict(response.json())
+
     # -- plumbing --------------------------------------------------------------------------------
     def _request(self, method: str, url: str, *, expect_redirect: bool = False,
                  timeout: float | None = None, **kwargs: Any) -> httpx.Response:
@@ -211,6 +329,39 @@ def raise_for_status(response: httpx.Response) -> None:
         code, message = "http_error", f"HTTP {response.status_code}"
     cls = BY_STATUS.get(response.status_code, ServerError if response.status_code >= 500 else HttpError)
     raise cls(f"{code}: {message}", status=response.status_code, server_code=code, field=field)
+
+
+Document = str | os.PathLike[str] | bytes | tuple[str, bytes]  # a path, bytes, or (filename, bytes)
+
+
+def _upload(doc: Document, stack: contextlib.ExitStack) -> tuple[str, Any, str]:
+    """One multipart file part; a path is opened (and closed by `stack`) and sends its own name."""
+    if isinstance(doc, bytes):
+        return ("document.pdf", doc, "application/pdf")
+    if isinstance(doc, tuple):
+        return (doc[0], doc[1], "application/pdf")
+    path = Path(doc)
+    return (path.name, stack.enter_context(path.open("rb")), "application/pdf")
+
+
+def _options(*, document_class: str | None = None, mode: str | None = None, deadline_s: float | None = None,
+             watermark: Mapping[str, Any] | None = None, label: str | None = None,
+             password: str | None = None) -> dict[str, str]:
+    """The submission form fields that were given."""
+    data: dict[str, str] = {}
+    if document_class:
+        data["document_class"] = document_class
+    if mode:
+        data["mode"] = mode
+    if deadline_s is not None:
+        data["deadline_s"] = repr(float(deadline_s))
+    if watermark is not None:
+        data["watermark"] = json.dumps(dict(watermark))
+    if label:
+        data["label"] = label
+    if password:
+        data["password"] = password
+    return data
 
 
 def _job(response: httpx.Response) -> JobView:

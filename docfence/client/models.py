@@ -31,6 +31,10 @@ class JobView:
     error_message: str | None
     artifact: ArtifactView | None
     retry_after_s: float | None = None
+    label: str | None = None
+    filename: str | None = None
+    marks: list[dict[str, Any]] = field(default_factory=list)  # kind, text template, placement
+    fields: dict[str, str] = field(default_factory=dict)  # values; recipient "(hidden)" without rights
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -48,8 +52,53 @@ class JobView:
             created_at=str(data.get("created_at", "")), finished_at=data.get("finished_at"),
             error_code=error.get("code"), error_message=error.get("message"),
             artifact=ArtifactView(str(art["sha256"]), int(art["bytes"]), int(art["pages"])) if art else None,
-            retry_after_s=_seconds(retry_after), raw=data,
+            retry_after_s=_seconds(retry_after), label=data.get("label"), filename=data.get("filename"),
+            raw=data, marks=list(data.get("marks") or []), fields=dict(data.get("fields") or {}),
         )
+
+
+@dataclass(frozen=True)
+class JobPage:
+    """One page of `list_jobs`, newest first; `next_cursor` asks for the next (None: the last page)."""
+
+    jobs: list[JobView]
+    next_cursor: str | None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> JobPage:
+        return cls([JobView.from_json(j) for j in data.get("jobs", [])], data.get("next_cursor"))
+
+
+@dataclass(frozen=True)
+class BatchItemView:
+    """One document's answer in a batch: `created`, `existing` (a replay) or `refused` (its error)."""
+
+    index: int
+    filename: str | None
+    status: str
+    job: JobView | None
+    error_code: str | None = None
+    error_message: str | None = None
+    error_field: str | None = None
+
+
+@dataclass(frozen=True)
+class BatchView:
+    items: list[BatchItemView]
+    created: int
+    existing: int
+    refused: int
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BatchView:
+        items = []
+        for item in data.get("items", []):
+            error = item.get("error") or {}
+            job = JobView.from_json(item["job"]) if item.get("job") else None
+            items.append(BatchItemView(int(item["index"]), item.get("filename"), str(item["status"]), job,
+                                       error.get("code"), error.get("message"), error.get("field")))
+        counts = (int(data.get(name, 0)) for name in ("created", "existing", "refused"))
+        return cls(items, *counts)
 
 
 def _seconds(value: str | None) -> float | None:

@@ -8,6 +8,7 @@ pause and resume claims and change class modes.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -46,6 +47,7 @@ class CancelMatchingIn(BaseModel):
     mode: Literal["vector", "raster"] | None = None
     document_class: str | None = Field(default=None, max_length=64)
     min_age_s: float | None = Field(default=None, ge=0)
+    reason: str | None = Field(default=None, max_length=200)
 
 
 class ModeIn(BaseModel):
@@ -129,18 +131,23 @@ def jobs(
     cursor: Annotated[str | None, Query(max_length=200)] = None,
 ) -> dict[str, Any]:
     """The job table under the filters, newest first, `limit` rows per page; `next_cursor` (null on
-    the last page) asks for the next, older page. `job_id` (the search box) finds that one job."""
+    the last page) asks for the next, older page. `job_id` (the search box) finds that one job, else
+    the jobs of the report request with that id, else the jobs with that label, else that filename
+    (exact matches, under the other filters, paged like the table)."""
     own = _tenant(principal)
     store = service.store
     now = store.now()
     names = views.unmasked if principal.allows("ops.workers") else service.worker_alias
-    if job_id and job_id.strip():
-        found = views.find_job(store, job_id, tenant=own, now=now, worker_name=names)
-        return {"now": now.isoformat(), "jobs": found, "limit": limit, "next_cursor": None}
-    rows = views.jobs_table(store, tenant=own or tenant or None, state=state, mode=mode,
-                            document_class=document_class or None, min_age_s=min_age_s, now=now,
-                            worker_name=names, limit=limit,
-                            after=views.parse_cursor(cursor) if cursor else None)
+    text = (job_id or "").strip()
+    if text:
+        found = views.find_job(store, text, tenant=own, now=now, worker_name=names)
+        if found:
+            return {"now": now.isoformat(), "jobs": found, "limit": limit, "next_cursor": None}
+    table = functools.partial(
+        views.jobs_table, store, tenant=own or tenant or None, state=state, mode=mode,
+        document_class=document_class or None, min_age_s=min_age_s, now=now, worker_name=names,
+        limit=limit, after=views.parse_cursor(cursor) if cursor else None)
+    rows = (table(label=text) or table(filename=text)) if text else table()
     nxt = views.cursor_of(rows[-1]) if len(rows) == limit else None
     return {"now": now.isoformat(), "jobs": rows, "limit": limit, "next_cursor": nxt}
 
@@ -151,7 +158,8 @@ def job_detail(job_id: str, service: ServiceDep, principal: ConsoleRead) -> dict
     ins = inspect_job(service.store, job_id)
     if own is not None and ins.job.tenant != own:
         raise NotFound(f"no job {job_id}")  # another tenant's job looks missing
-    return _mask_workers(inspection_dict(ins), principal, service)
+    detail = inspection_dict(ins, recipient_visible=principal.allows("jobs.recipient"))
+    return _mask_workers(detail, principal, service)
 
 
 @router.post("/console/api/cancel-matching")
@@ -167,7 +175,7 @@ def cancel_matching(body: CancelMatchingIn, service: ServiceDep, principal: Jobs
                                     document_class=body.document_class or None, min_age_s=body.min_age_s,
                                     now=now):
             try:
-                service.cancel(principal, row["id"])
+                service.cancel(principal, row["id"], reason=body.reason)
                 canceled.append(row["id"])
             except JobAlreadyEnded:
                 skipped.append(row["id"])

@@ -36,7 +36,7 @@ def job_row(job: Job, now: datetime, worker_name: Callable[[str], str] = unmaske
             "document_class": job.document_class, "kind": job.kind, "attempt": job.attempt,
             "max_attempts": job.max_attempts, "age_s": round((now - job.created_at).total_seconds(), 1),
             "deadline_in_s": round((job.deadline_at - now).total_seconds(), 1),
-            "label": job.report_request_id,
+            "label": job.label or job.report_request_id, "filename": job.filename,
             "lease_owner": worker_name(job.lease_owner) if job.lease_owner and active else None,
             "lease_expires_in_s": None if lease_in is None else round(lease_in, 1),
             "lease_expired": job.state is JobState.RENDERING and lease_in is not None and lease_in <= 0,
@@ -81,11 +81,13 @@ def counts(store: Store, tenant: str | None) -> dict[str, int]:
 def jobs_table(store: Store, *, tenant: str | None, state: str | None, mode: str | None,
                document_class: str | None, min_age_s: float | None, now: datetime,
                worker_name: Callable[[str], str] = unmasked, limit: int = TABLE_LIMIT,
-               after: tuple[datetime, str] | None = None) -> list[dict[str, Any]]:
+               after: tuple[datetime, str] | None = None, label: str | None = None,
+               filename: str | None = None) -> list[dict[str, Any]]:
+    """The job table: the same store query as `GET /v1/jobs` (filters, keyset order)."""
     jobs = store.list_jobs(state=JobState(state) if state else None, tenant=tenant, mode=mode,
                            document_class=document_class,
                            created_before=now - timedelta(seconds=min_age_s) if min_age_s else None,
-                           limit=limit, after=after)
+                           limit=limit, after=after, label=label, filename=filename)
     return [job_row(j, now, worker_name) for j in jobs]
 
 

@@ -31,12 +31,16 @@ PERMISSIONS: dict[str, frozenset[str]] = {
     "jobs.read": frozenset({"read", "admin"}),
     "jobs.cancel": frozenset({"submit", "admin"}),
     "jobs.delete": frozenset({"admin"}),
+    # the recipient, purpose and reference of a job's marks: those who may send documents out see whom
+    # to; read-only keys (dashboards) and operators see that a field was set, not its value
+    "jobs.recipient": frozenset({"submit", "admin"}),
     "templates.read": frozenset({"read", "admin", OPERATOR}),  # operator: shared templates only
     "templates.write": frozenset({"admin", OPERATOR}),  # admin: its tenant's; operator: shared ones
     "reports.request": frozenset({"submit", "admin"}),
     "reports.read": frozenset({"read", "admin"}),
     "schedules.write": frozenset({"submit", "admin"}),
     "schedules.read": frozenset({"read", "admin"}),
+    "webhooks.manage": frozenset({"admin"}),  # the tenant's own webhook endpoints
     "console.read": frozenset({"read", "admin", OPERATOR}),  # tenant keys: their own tenant only
     "ops.claims": frozenset({OPERATOR}),  # pause, resume, drain
     "ops.modes": frozenset({OPERATOR}),

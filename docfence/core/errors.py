@@ -23,6 +23,7 @@
     │   ├── FormTreeInvalid            the form field tree loops or shares a field between parents
     │   ├── ResourceCycle              a form, pattern or Type3 font draws itself
     │   ├── ValidationFailed           the output broke its fidelity contract
+    │   ├── SigningRefused             the class signs its outputs and this one cannot be signed
     │   ├── TemplateError, TemplateDataInvalid
     │   ├── RenderResourceExceeded     time, memory or output size limit of the render child
     │   ├── RenderCrashed              the render process died without an answer (retryable)
@@ -186,7 +187,7 @@ class CorruptContent(DocumentError):
 
 
 class PasswordRequired(DocumentError):
-    """The PDF is encrypted and needs a password to open."""
+    """The PDF is encrypted and needs a password to open: submit it again with its password (form field `password`, `docfence submit --password-file`, the client's `password=`)."""  # noqa: E501
 
     code = "password_required"
 
@@ -237,6 +238,12 @@ class ValidationFailed(DocumentError):
     """The output failed its fidelity validation and was not published."""
 
     code = "validation_failed"
+
+
+class SigningRefused(DocumentError):
+    """The class signs its outputs, and an encrypted output is never signed (see docs/verification.md)."""
+
+    code = "signing_refused"
 
 
 class TemplateError(DocumentError):

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from docfence.core.errors import ConfigError
+from docfence.core.fields import CALLER_FIELDS, fields_in
 
 
 class Mode(enum.StrEnum):
@@ -28,13 +29,21 @@ class Kind(enum.StrEnum):
 VALIDATION_LEVELS = ("standard", "exhaustive")
 POSITIONS = ("diagonal", "center", "header", "footer", "tiled")
 _PAGES_RE = re.compile(r"^(all|first|last|odd|even|\d+(-\d+)?(,\d+(-\d+)?)*)$")
+#: Image marks travel in the frozen policy as data URIs of one of these types.
+IMAGE_PREFIXES = ("data:image/png;base64,", "data:image/svg+xml;base64,")
+MAX_IMAGE_CHARS = 350_000  # base64 of a 256 KiB logo: a policy row stays small
+MAX_MARKS = 8  # the most marks any class may allow per job
 
 
 @dataclass(frozen=True)
 class WatermarkSpec:
-    """How the watermark looks and where it goes. Every field is checked for its type, range and (for
+    """How one mark looks and where it goes. Every field is checked for its type, range and (for
     numbers) finiteness at construction, and each ConfigError names the field, so a caller's spec
-    fails at submission with a message to fix, never later in the render."""
+    fails at submission with a message to fix, never later in the render.
+
+    `text` may hold dynamic fields (`{recipient}`, `{page}`, core/fields.py); with `image` set (a PNG or
+    SVG data URI, resolved from a class image at submission) the mark is that image and `text` is not
+    drawn; `font_size` is then the image's height in points."""
 
     text: str = "CONFIDENTIAL"
     position: str = "diagonal"
@@ -44,11 +53,15 @@ class WatermarkSpec:
     font_size: float | None = None  # None: auto-fit to each page
     color: tuple[float, float, float] = (0.8, 0.0, 0.0)
     layer: str = "overlay"  # overlay | underlay
+    image: str | None = None  # data URI (IMAGE_PREFIXES) of a PNG or SVG logo
 
     def __post_init__(self) -> None:
         for name in ("text", "position", "pages", "layer"):
             if not isinstance(getattr(self, name), str):
                 raise ConfigError(f"watermark {name} must be a string")
+        if self.image is not None and (not isinstance(self.image, str) or len(self.image) > MAX_IMAGE_CHARS
+                                       or not self.image.startswith(IMAGE_PREFIXES)):
+            raise ConfigError("watermark image must be a PNG or SVG of at most 256 KiB", field="image")
         if not self.text or len(self.text) > 200:
             raise ConfigError("watermark text must be 1-200 characters")
         if self.position not in POSITIONS:
@@ -79,7 +92,14 @@ class WatermarkSpec:
         unknown = sorted(str(k) for k in given if k not in known)
         if unknown:
             raise ConfigError(f"unknown watermark field {unknown[0]!r} (known: {', '.join(sorted(known))})")
-        return cls(**{**asdict(base or cls()), **given})
+        spec = cls(**{**asdict(base or cls()), **given})
+        fields_in(spec.text)  # unknown fields and stray braces are refused here, at submission
+        return spec
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The dynamic fields the mark's text uses (none for an image mark)."""
+        return () if self.image is not None else fields_in(self.text)
 
     def page_selected(self, index: int, count: int) -> bool:
         """Whether 0-based page `index` of `count` pages gets the mark."""
@@ -100,6 +120,16 @@ class WatermarkSpec:
             if int(lo) <= number <= int(hi or lo):
                 return True
         return False
+
+
+def _spec_from_dict(data: Any) -> WatermarkSpec:
+    """A stored mark (JSON object) back into its spec; stored text is not re-checked for fields."""
+    if not isinstance(data, dict):
+        raise ConfigError("a stored mark must be an object")
+    spec = dict(data)
+    if "color" in spec:
+        spec["color"] = tuple(spec["color"])
+    return WatermarkSpec(**spec)
 
 
 def _number(name: str, value: Any) -> float:
@@ -148,6 +178,63 @@ class Limits:
             per_page = max(per_page, self.raster_per_page_s * (raster_dpi / 150.0) ** 2)
         budget += per_page * (pages or 0)
         return min(self.render_timeout_s, budget)
+
+
+CORNERS = ("bottom-right", "bottom-left", "top-right", "top-left")
+
+
+@dataclass(frozen=True)
+class VerificationSpec:
+    """A QR verification code stamped after the marks (engines/verify_code.py). A class default has an
+    empty `url` and `code`; submission fills both ({public_base_url}/v1/verify/{job_id}?c={code}) and
+    they are frozen with the rest of the policy, so a retry draws the same code."""
+
+    pages: str = "last"  # as WatermarkSpec.pages
+    corner: str = "bottom-right"  # of the page as displayed
+    size_pt: float = 72.0  # the symbol with its quiet zone; 72 pt decodes from a 150 DPI render
+    margin_pt: float = 18.0
+    url: str = ""
+    code: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.pages, str) or not _PAGES_RE.match(self.pages.replace(" ", "")):
+            raise ConfigError("verification pages must be all, first, last, odd, even or ranges like 1-3,7")
+        if self.corner not in CORNERS:
+            raise ConfigError(f"verification corner must be one of {', '.join(CORNERS)}")
+        for name, low, high in (("size_pt", 36.0, 288.0), ("margin_pt", 0.0, 144.0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+                raise ConfigError(f"verification {name} must be a number in [{low:g}, {high:g}] pt")
+        if not isinstance(self.url, str) or len(self.url) > 300:
+            raise ConfigError("verification url must be a string of at most 300 characters")
+
+    def page_selected(self, index: int, count: int) -> bool:
+        """Whether 0-based page `index` of `count` carries the code (the watermark's page grammar)."""
+        return WatermarkSpec(pages=self.pages).page_selected(index, count)
+
+
+@dataclass(frozen=True)
+class SigningSpec:
+    """A PAdES signature added after validation (engines/signing.py) with the organisation's key
+    ([signing] in the configuration; the key never enters a policy). Encrypted outputs are refused
+    (`signing_refused`): a signature over bytes the recipient cannot check without a password proves
+    nothing to them, and re-encrypting would change what the validator proved."""
+
+    visible: bool = False
+    page: str = "first"  # first | last: where a visible box goes ("last" reads every page object)
+    reason: str = "Issued by docfence"
+    field_name: str = "DocfenceSignature"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.visible, bool):
+            raise ConfigError("signing visible must be true or false")
+        if self.page not in ("first", "last"):
+            raise ConfigError("signing page must be first or last")
+        if not isinstance(self.reason, str) or len(self.reason) > 200:
+            raise ConfigError("signing reason must be at most 200 characters")
+        if not isinstance(self.field_name, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,63}",
+                                                                    self.field_name):
+            raise ConfigError("signing field_name must be a letter then letters, digits or _")
 
 
 SANITIZE_CHOICES = ("keep", "strip", "refuse")
@@ -207,8 +294,18 @@ class JobPolicy:
     limits: Limits = field(default_factory=Limits)
     report: dict[str, Any] | None = None  # report jobs: template id@version and data reference
     sanitize: SanitizePolicy = field(default_factory=SanitizePolicy)
+    # marks drawn besides `watermark` (the first mark), each with its own text or image and placement
+    marks: tuple[WatermarkSpec, ...] = ()
+    # values of the dynamic fields, resolved at submission (recipient, date, job_id...). None: a policy
+    # frozen before fields existed, whose mark text is drawn literally, as it was then.
+    fields: dict[str, str] | None = None
+    verification: VerificationSpec | None = None  # a QR verification code (issue 18 part 4)
+    signing: SigningSpec | None = None  # a PAdES signature of the output (issue 18 part 5)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "marks", tuple(self.marks))
+        if len(self.all_marks()) > MAX_MARKS:
+            raise ConfigError(f"at most {MAX_MARKS} marks per job", field="marks")
         if not 36 <= self.dpi <= 600:
             raise ConfigError("dpi must be 36-600")
         if self.deadline_s <= 0 or self.lease_ttl_s <= 0:
@@ -226,12 +323,27 @@ class JobPolicy:
         if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,31}", self.region):
             raise ConfigError("region must be a short lowercase name")
 
+    def caller_fields(self) -> dict[str, str]:
+        """Recipient, purpose and reference as the caller gave them (only those given): what the audit
+        trail records of who received the document."""
+        given = self.fields or {}
+        return {name: given[name] for name in CALLER_FIELDS if given.get(name)}
+
+    def all_marks(self) -> tuple[WatermarkSpec, ...]:
+        """Every mark of the job in drawing order: `watermark` first, then `marks`."""
+        return ((self.watermark,) if self.watermark is not None else ()) + tuple(self.marks)
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["kind"] = self.kind.value
         d["mode"] = self.mode.value
         if self.watermark is not None:
             d["watermark"]["color"] = list(self.watermark.color)
+        d["marks"] = [{**asdict(m), "color": list(m.color)} for m in self.marks]
+        if not self.marks:
+            del d["marks"]  # policies without extra marks serialise as they always did
+        if self.fields is None:
+            del d["fields"]
         return d
 
     @classmethod
@@ -246,14 +358,16 @@ class JobPolicy:
         if "mode" in d:
             d["mode"] = Mode(d["mode"])
         if isinstance(d.get("watermark"), dict):
-            wm = dict(d["watermark"])
-            if "color" in wm:
-                wm["color"] = tuple(wm["color"])
-            d["watermark"] = WatermarkSpec(**wm)
+            d["watermark"] = _spec_from_dict(d["watermark"])
+        if isinstance(d.get("marks"), list):
+            d["marks"] = tuple(_spec_from_dict(m) for m in d["marks"])
         if isinstance(d.get("limits"), dict):
             d["limits"] = Limits(**d["limits"])
         if isinstance(d.get("sanitize"), dict):
             d["sanitize"] = SanitizePolicy(**d["sanitize"])
+        for name, spec_cls in (("verification", VerificationSpec), ("signing", SigningSpec)):
+            if isinstance(d.get(name), dict):
+                d[name] = spec_cls(**d[name])
         try:
             return cls(**d)
         except (TypeError, ValueError) as exc:

@@ -25,6 +25,9 @@ class NewJob:
     report_request_id: str | None = None
     actor: str = "system"
     job_id: str | None = None  # pre-chosen id (so the input can be stored under it first)
+    label: str | None = None  # the caller's own tag, searchable; never logged
+    filename: str | None = None  # the upload's original name (no folders); never logged
+    sealed_password: bool = False  # the PDF password is sealed beside the input (never in the row)
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,9 @@ class Job:
     finished_at: datetime | None
     deleted_at: datetime | None
     deletion_request_id: str | None
+    label: str | None = None  # the caller's tag (searchable within the tenant); never logged
+    filename: str | None = None  # the upload's original name; never logged
+    sealed_password: bool = False  # its PDF password is sealed beside its input (blobs/sealed.py)
 
     @property
     def terminal(self) -> bool:
@@ -155,3 +161,14 @@ class ApiKey:
     key_hash: str
     created_at: datetime
     revoked_at: datetime | None
+
+
+@dataclass(frozen=True)
+class ClaimPause:
+    """A pause of new claims (scope `all` or one mode): who paused, when and why; resuming removes it
+    (the audit trail keeps both)."""
+
+    scope: str
+    paused_at: datetime
+    actor: str
+    reason: str | None

@@ -27,6 +27,7 @@ def process(data: bytes, policy: JobPolicy, *, password: str | None = None,
             on_pages: Callable[[int], None] | None = None) -> ProcessResult:
     """Watermark `data` per `policy`; raises DocumentError subclasses (ValidationFailed with `.report`).
     `on_pages` hears the page count once preflight knows it (the sandbox sizes its time budget by it)."""
+    from docfence.engines.marks import MarkSet
     from docfence.engines.preflight import preflight
     from docfence.engines.raster import watermark_raster
     from docfence.engines.repair import readers_agree
@@ -58,7 +59,7 @@ def process(data: bytes, policy: JobPolicy, *, password: str | None = None,
     if len(output) > policy.limits.max_output_bytes:
         raise OverLimits("The output is larger than the configured output limit.")
     report = validate(
-        source, output, policy.watermark, mode=mode, password=password, dpi=policy.dpi,
+        source, output, MarkSet.of(policy), mode=mode, password=password, dpi=policy.dpi,
         sanitize=policy.sanitize, level=policy.validation,
     )
     report["encrypted"] = opened.encrypted

@@ -1,7 +1,8 @@
-"""What the vector watermark must look like in the output, for the validator to prove it by structure:
-the exact wrapper streams around a page's own content, the expected Form XObject for each page geometry
-(rebuilt by the engine's own builder in a scratch file), and a content scan that says whether a page's own
-content leaves the graphics state balanced and whether it paints areas (which could hide an underlay)."""
+"""What the vector marks must look like in the output, for the validator to prove them by structure:
+the exact wrapper streams around a page's own content, the expected Form XObject of each mark for each
+page geometry and page text (rebuilt by the engine's own builder in a scratch file), and a content scan
+that says whether a page's own content leaves the graphics state balanced and whether it paints areas
+(which could hide an underlay)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ from dataclasses import dataclass
 
 import pikepdf
 
-from docfence.core.policy import WatermarkSpec
 from docfence.engines.geometry import PageGeometry
-from docfence.engines.vector import ARTIFACT_BDC, NAME_PREFIX, _Builder
+from docfence.engines.marks import PageMark
+from docfence.engines.vector import NAME_PREFIX, _Builder, draw_bytes, wrapper_bytes
 
-_NAME_RE = re.compile(re.escape(NAME_PREFIX.encode("ascii")) + rb"\d+x*")
+_NAME_RE = re.compile(re.escape(NAME_PREFIX.encode("ascii")) + rb"(\d+)x*")
 # Literal strings with balanced parentheses (one nesting level), hex strings and comments: removed before
 # operators are looked for, so "(q)" in text is not a save. Anything left that still has a parenthesis is
 # deeper nesting than this reads: the scan then says "unknown" and the page is rendered instead.
@@ -34,32 +35,32 @@ _BEFORE_SET = frozenset(b" \t\r\n\f\x00[]<>(){}")
 _AFTER_SET = frozenset(b" \t\r\n\f\x00[]<>(){}/%")
 
 
-def draw_bytes(name: str) -> bytes:
-    return b"q " + ARTIFACT_BDC + b" " + name.encode("ascii") + b" Do EMC Q\n"
+def expected_wrappers(marks: tuple[PageMark, ...], names: dict[int, str]) -> tuple[bytes, bytes] | None:
+    """(first, last) content stream of a page drawing `marks` under the resource `names` found on it
+    (mark index -> name); None when a mark has no name there (it is missing)."""
+    if any(m.index not in names for m in marks):
+        return None
+    return wrapper_bytes(tuple((names[m.index], m.spec.layer) for m in marks))
 
 
-def expected_wrappers(spec: WatermarkSpec, name: str) -> tuple[bytes, bytes]:
-    """(first, last) content stream of a marked page drawing the mark named `name`."""
-    if spec.layer == "underlay":
-        return draw_bytes(name) + b"q\n", b"Q\n"
-    return b"q\n", b"Q\n" + draw_bytes(name)
-
-
-def mark_name(first: bytes, last: bytes) -> str | None:
-    """The mark's resource name as the wrappers draw it (None when neither names one)."""
-    match = _NAME_RE.search(first) or _NAME_RE.search(last)
-    return match.group(0).decode("ascii") if match else None
+def mark_names(first: bytes, last: bytes) -> dict[int, str]:
+    """Mark index -> the resource name the wrappers draw it by (`/DfWm<index>x*`)."""
+    names: dict[int, str] = {}
+    for match in (*_NAME_RE.finditer(first), *_NAME_RE.finditer(last)):
+        names.setdefault(int(match.group(1)), match.group(0).decode("ascii"))
+    return names
 
 
 class ExpectedForms:
-    """The engine's own builder, run in a scratch file: the exact Form XObject each geometry must get."""
+    """The engine's own builder, run in a scratch file: the exact Form XObject each mark must get on a
+    page of each geometry (and, for a mark with `{page}`, with that page's text)."""
 
-    def __init__(self, spec: WatermarkSpec) -> None:
+    def __init__(self) -> None:
         self.pdf = pikepdf.new()
-        self.builder = _Builder(self.pdf, spec)
+        self.builder = _Builder(self.pdf)
 
-    def form(self, geo: PageGeometry) -> pikepdf.Stream:
-        return self.builder.geometry_form(geo)
+    def form(self, mark: PageMark, geo: PageGeometry) -> pikepdf.Stream:
+        return self.builder.geometry_form(mark, geo)
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,6 @@ __all__ = [
     "ExpectedForms",
     "draw_bytes",
     "expected_wrappers",
-    "mark_name",
+    "mark_names",
     "scan_content",
 ]

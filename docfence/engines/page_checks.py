@@ -1,7 +1,8 @@
 """Per-page structural proof of a vector output against its input, as a pure function over a page range
 (so a long document can be split across processes): page attributes and boxes kept, the original content
-streams kept byte-for-byte inside q/Q, resources unchanged except the one fresh-named mark, the mark the
-expected Artifact Form XObject on exactly the selected pages, and which pages only pixels can prove."""
+streams kept byte-for-byte inside q/Q, resources unchanged except the fresh-named marks, each mark the
+expected Artifact Form XObject (with its page's text, e.g. "7/20") on exactly its pages, and which pages
+only pixels can prove."""
 
 from __future__ import annotations
 
@@ -10,11 +11,17 @@ from typing import Any
 
 import pikepdf
 
-from docfence.core.policy import WatermarkSpec
 from docfence.engines import page_facts as facts
 from docfence.engines.content_proof import PageIndex, Same, stream_list
 from docfence.engines.geometry import PageGeometry, inherited
-from docfence.engines.mark_proof import NAME_PREFIX, ExpectedForms, expected_wrappers, mark_name, scan_content
+from docfence.engines.mark_proof import (
+    NAME_PREFIX,
+    ExpectedForms,
+    expected_wrappers,
+    mark_names,
+    scan_content,
+)
+from docfence.engines.marks import MarkSet, PageMark
 
 # Failures are filed under the report check that names what broke.
 GEOMETRY, ANNOTS, PAGE_DICT = "page_geometry", "annotations_and_links", "page_dictionary"
@@ -27,12 +34,12 @@ _BOX_KEYS = frozenset({"/MediaBox", "/CropBox", "/BleedBox", "/TrimBox", "/ArtBo
 
 @dataclass
 class Pair:
-    """Both files opened, their pages in order, and what the spec asks of each page."""
+    """Both files opened, their pages in order, and what the marks ask of each page."""
 
     src_pages: list[pikepdf.Dictionary]
     out_pages: list[pikepdf.Dictionary]
-    spec: WatermarkSpec
-    selected: list[bool]
+    marks: MarkSet
+    selected: list[bool]  # the page gets at least one mark
     src_geos: list[PageGeometry]
     out_geos: list[PageGeometry]
     src_index: PageIndex = field(init=False)
@@ -61,7 +68,7 @@ class _Prover:
     def __init__(self, pair: Pair) -> None:
         self.pair = pair
         self.same = Same(pair.src_index, pair.out_index)
-        self.forms = ExpectedForms(pair.spec)
+        self.forms = ExpectedForms()
         self.form_same = Same()
 
     def page(self, i: int, found: RangeFindings) -> None:
@@ -75,9 +82,10 @@ class _Prover:
             found.fail(TEXT, i, "content cannot be compared")
             return
         if self.pair.selected[i]:
-            name = self._marked_content(i, src_streams, out_streams, found)
-            self._resources(i, a, b, name, found)
-            self._occlusion(i, a, src_streams, found)
+            drawn = self.pair.marks.on_page(i, len(self.pair.src_pages))
+            names = self._marked_content(i, drawn, src_streams, out_streams, found)
+            self._resources(i, a, b, names, found, drawn)
+            self._occlusion(i, a, src_streams, drawn, found)
         else:
             if facts.has_watermark(b):
                 found.fail(MARK, i, "watermark unexpected on an unselected page")
@@ -105,9 +113,11 @@ class _Prover:
         return boxes_same
 
     def _marked_content(
-        self, i: int, src: list[pikepdf.Stream], out: list[pikepdf.Stream], found: RangeFindings
-    ) -> str | None:
-        """[first wrapper, *the page's own streams, last wrapper]; the mark's name when drawn right."""
+        self, i: int, drawn: tuple[PageMark, ...], src: list[pikepdf.Stream], out: list[pikepdf.Stream],
+        found: RangeFindings,
+    ) -> dict[int, str] | None:
+        """[first wrapper, *the page's own streams, last wrapper]; each mark's name when all are drawn
+        right (every mark of the page, in order, on its layer, and nothing else)."""
         if len(out) != len(src) + 2:
             found.fail(MARK, i, "watermark missing or content layout changed (structure)")
             if not self._contains_run(src, out):
@@ -118,11 +128,15 @@ class _Prover:
             found.fail(CONTENT, i, "original content streams changed")
             found.fail(TEXT, i, "original content streams changed")
         first, last = out[0].read_bytes(), out[-1].read_bytes()
-        name = mark_name(first, last)
-        if name is None or (first, last) != expected_wrappers(self.pair.spec, name):
+        names = mark_names(first, last)
+        missing = [m.index + 1 for m in drawn if m.index not in names]
+        if missing:
+            found.fail(MARK, i, f"mark {', '.join(map(str, missing))} missing (structure)")
+            return None
+        if (first, last) != expected_wrappers(drawn, names):
             found.fail(MARK, i, "watermark wrapper is not the expected q/Q-isolated Artifact (structure)")
             return None
-        return name
+        return {m.index: names[m.index] for m in drawn}
 
     def _contains_run(self, src: list[pikepdf.Stream], out: list[pikepdf.Stream]) -> bool:
         """The page's own streams appear, in order and unchanged, somewhere in the output's list."""
@@ -132,9 +146,10 @@ class _Prover:
         )
 
     def _resources(
-        self, i: int, a: pikepdf.Dictionary, b: pikepdf.Dictionary, name: str | None, found: RangeFindings
+        self, i: int, a: pikepdf.Dictionary, b: pikepdf.Dictionary, names: dict[int, str] | None,
+        found: RangeFindings, drawn: tuple[PageMark, ...] = (),
     ) -> None:
-        """Output resources = input resources (inherited ones included) + the fresh-named mark form."""
+        """Output resources = input resources (inherited ones included) + the fresh-named mark forms."""
         ra, rb = inherited(a, "/Resources"), inherited(b, "/Resources")
         ra = ra if isinstance(ra, pikepdf.Dictionary) else pikepdf.Dictionary()
         rb = rb if isinstance(rb, pikepdf.Dictionary) else pikepdf.Dictionary()
@@ -142,38 +157,41 @@ class _Prover:
         keys = set(ra.keys()) | set(rb.keys()) | ({"/XObject"} if marked else set())
         for key in sorted(keys):
             if key == "/XObject" and marked:
-                self._xobjects(i, ra.get("/XObject"), rb.get("/XObject"), name, found)
+                self._xobjects(i, ra.get("/XObject"), rb.get("/XObject"), names, drawn, found)
             elif not (key in ra and key in rb and self.same(ra[key], rb[key])):
                 found.fail(RESOURCES, i, f"resource {key} changed")
                 found.fail(TEXT, i, f"resource {key} changed")
                 if key == "/Font":
                     found.fail(FONTS, i, "fonts changed")
 
-    def _xobjects(self, i: int, xa: Any, xb: Any, name: str | None, found: RangeFindings) -> None:
-        """The input's XObjects unchanged plus one fresh mark name (when the wrappers were unreadable, a
-        lone added mark-prefixed name is let through here: the mark check has already failed)."""
+    def _xobjects(self, i: int, xa: Any, xb: Any, names: dict[int, str] | None,
+                  drawn: tuple[PageMark, ...], found: RangeFindings) -> None:
+        """The input's XObjects unchanged plus one fresh name per mark (when the wrappers were unreadable,
+        added mark-prefixed names are let through here: the mark check has already failed)."""
         xa = xa if isinstance(xa, pikepdf.Dictionary) else pikepdf.Dictionary()
         xb = xb if isinstance(xb, pikepdf.Dictionary) else pikepdf.Dictionary()
         added = set(xb.keys()) - set(xa.keys())
-        allowed = {name} if name else {k for k in added if k.startswith(NAME_PREFIX)}
+        allowed = set(names.values()) if names else {k for k in added if k.startswith(NAME_PREFIX)}
         kept = all(k in xb and self.same(xa[k], xb[k]) for k in xa)
-        if len(allowed) > 1 or not added <= allowed or not kept:
+        if not added <= allowed or not kept:
             found.fail(RESOURCES, i, "resource /XObject changed")
             found.fail(TEXT, i, "resource /XObject changed")
-        if name is None:
-            return
-        if name in xa:
-            found.fail(MARK, i, "the mark's resource name is not fresh")
-            return
-        expected = self.forms.form(self.pair.src_geos[i])
-        if name not in xb or not self.form_same(expected, xb[name]):
-            found.fail(MARK, i, "the mark form is not the expected one for this page geometry")
+        for mark in drawn if names else ():
+            name = names[mark.index]  # type: ignore[index]
+            if name in xa:
+                found.fail(MARK, i, f"mark {mark.index + 1}'s resource name is not fresh")
+                continue
+            expected = self.forms.form(mark, self.pair.src_geos[i])
+            if name not in xb or not self.form_same(expected, xb[name]):
+                what = "page geometry and page number" if mark.per_page else "page geometry"
+                found.fail(MARK, i, f"mark {mark.index + 1}'s form is not the expected one for this {what}")
 
     def _occlusion(
-        self, i: int, a: pikepdf.Dictionary, src: list[pikepdf.Stream], found: RangeFindings
+        self, i: int, a: pikepdf.Dictionary, src: list[pikepdf.Stream], drawn: tuple[PageMark, ...],
+        found: RangeFindings,
     ) -> None:
-        """Structure proves the mark visible only when nothing can draw over it; else pixels must."""
-        underlay = self.pair.spec.layer == "underlay"
+        """Structure proves the marks visible only when nothing can draw over them; else pixels must."""
+        underlay = any(m.spec.layer == "underlay" for m in drawn)
         scan = scan_content(src, paints_wanted=underlay)
         if not scan.balanced:
             found.needs_pixels[i] = "page content q/Q balance not provable by structure"

@@ -6,8 +6,6 @@ from __future__ import annotations
 import pypdfium2 as pdfium
 from PIL import Image, ImageChops, ImageFilter, ImageOps, ImageStat
 
-from docfence.core.policy import WatermarkSpec
-
 RENDER_PX = 110.0  # longest side of the low-resolution comparison render
 _RASTER_NOISE = 8.0  # mean difference a re-rasterised page may show from resampling alone
 
@@ -73,9 +71,10 @@ def _diff(before: Image.Image, after: Image.Image) -> Image.Image:
 
 
 def raster_pixel_problem(
-    before: Image.Image, after: Image.Image, mask: Image.Image, spec: WatermarkSpec
+    before: Image.Image, after: Image.Image, mask: Image.Image, opacity: float
 ) -> str | None:
-    """Raster: inside the watermark area the page must change clearly more than outside it."""
+    """Raster: inside the marks' area the page must change clearly more than outside it (`opacity`: the
+    faintest of the page's marks)."""
     region = mask.point(lambda v: 255 if v > 128 else 0)
     if region.getbbox() is None:
         return "watermark area is empty at validation resolution"
@@ -83,7 +82,7 @@ def raster_pixel_problem(
     inside = ImageStat.Stat(diff, region).mean[0]
     outside_mask = ImageOps.invert(mask.point(lambda v: 255 if v > 8 else 0))
     outside = ImageStat.Stat(diff, outside_mask).mean[0] if outside_mask.getbbox() else 0.0
-    if inside - outside < max(3.0, 24.0 * spec.opacity):
+    if inside - outside < max(3.0, 24.0 * opacity):
         return "watermark not visible when rendered"
     if outside > _RASTER_NOISE:
         return "page outside the watermark looks different"

@@ -17,11 +17,12 @@ import pypdfium2 as pdfium
 from PIL import Image, ImageChops, ImageStat
 
 from docfence.core.errors import ConfigError, CorruptContent, RenderCrashed
-from docfence.core.policy import JobPolicy, WatermarkSpec
+from docfence.core.policy import JobPolicy
 from docfence.engines.geometry import PageGeometry
+from docfence.engines.marks import MarkSet
 from docfence.engines.parallel import run_parallel, split, usable_cores
 from docfence.engines.preflight import OpenedPdf
-from docfence.engines.wm_layer import composite, watermark_layer
+from docfence.engines.wm_layer import PageMarks, composite, watermark_layer
 
 _IN_FLIGHT = 6
 _PALETTE_COLOURS = 16
@@ -146,11 +147,11 @@ def _render(doc: pdfium.PdfDocument, index: int, dpi: int) -> Image.Image:
 
 
 def _compose_and_encode(
-    img: Image.Image, geo: PageGeometry, spec: WatermarkSpec | None, encoding: str
+    img: Image.Image, geo: PageGeometry, marks: PageMarks, encoding: str
 ) -> EncodedImage:
     img = img if img.mode == "RGB" else img.convert("RGB")
-    if spec is not None:
-        composite(img, watermark_layer(geo, spec, img.size))
+    if marks:
+        composite(img, watermark_layer(geo, marks, img.size))
     return encode(img, encoding)
 
 
@@ -161,12 +162,12 @@ def watermark_raster(data: bytes, opened: OpenedPdf, policy: JobPolicy) -> bytes
     rendered and encoded in a forked process (pdfium is not thread-safe, a process each is); a range
     whose process gives no answer fails the job as render_crashed, as a crash of the render process
     would. Within a range, pdfium renders on its one thread and two threads composite and encode."""
-    spec = policy.watermark
-    if spec is None:
+    if policy.watermark is None:
         raise ConfigError("a watermark job needs a watermark spec")
+    marks = MarkSet.of(policy)
     count = len(opened.geometry)
     ranges = split(count, usable_cores() if count >= _PARALLEL_FROM_PAGES else 1)
-    work = functools.partial(_encode_range, data, opened, policy)
+    work = functools.partial(_encode_range, data, opened, policy, marks)
     pieces = run_parallel([functools.partial(work, first, stop) for first, stop in ranges])
     out = pikepdf.new()
     for (first, stop), piece in zip(ranges, pieces, strict=True):
@@ -190,17 +191,17 @@ class _Raised:
 
 
 def _encode_range(
-    data: bytes, opened: OpenedPdf, policy: JobPolicy, first: int, stop: int
+    data: bytes, opened: OpenedPdf, policy: JobPolicy, marks: MarkSet, first: int, stop: int
 ) -> list[EncodedImage] | _Raised:
     try:
-        return _encode_pages(data, opened, policy, range(first, stop))
+        return _encode_pages(data, opened, policy, marks, range(first, stop))
     except Exception as exc:  # raised again by the caller, in page order
         return _Raised(exc)
 
 
-def _encode_pages(data: bytes, opened: OpenedPdf, policy: JobPolicy, indices: range) -> list[EncodedImage]:
-    spec = policy.watermark
-    assert spec is not None
+def _encode_pages(
+    data: bytes, opened: OpenedPdf, policy: JobPolicy, marks: MarkSet, indices: range
+) -> list[EncodedImage]:
     try:
         doc = pdfium.PdfDocument(data, password=opened.password or None)
     except pdfium.PdfiumError as exc:
@@ -214,10 +215,10 @@ def _encode_pages(data: bytes, opened: OpenedPdf, policy: JobPolicy, indices: ra
             for index in indices:
                 geo = opened.geometry[index]
                 img = _render(doc, index, policy.dpi)
-                if spec.page_selected(index, count):
-                    watermark_layer(geo, spec, img.size)  # pdfium work stays on this thread
-                mark = spec if spec.page_selected(index, count) else None
-                pending.append(pool.submit(_compose_and_encode, img, geo, mark, policy.raster_encoding))
+                drawn = marks.on_page(index, count)
+                if drawn:
+                    watermark_layer(geo, drawn, img.size)  # pdfium work stays on this thread
+                pending.append(pool.submit(_compose_and_encode, img, geo, drawn, policy.raster_encoding))
                 while len(pending) > _IN_FLIGHT or (pending and index == indices[-1]):
                     encoded.append(pending.popleft().result())
     finally:

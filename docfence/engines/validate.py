@@ -26,6 +26,7 @@ from docfence.core.policy import SanitizePolicy, WatermarkSpec
 from docfence.engines import page_checks
 from docfence.engines import page_facts as facts
 from docfence.engines.geometry import PageGeometry, page_geometry
+from docfence.engines.marks import MarkSet
 from docfence.engines.parallel import run_parallel, split, usable_cores
 from docfence.engines.pixel_proof import (
     RENDER_PX,
@@ -74,7 +75,7 @@ def _open(data: bytes, password: str) -> pikepdf.Pdf:
 def validate(
     source: bytes,
     output: bytes,
-    spec: WatermarkSpec,
+    spec: MarkSet | WatermarkSpec,
     *,
     mode: str,
     password: str | None = None,
@@ -84,7 +85,9 @@ def validate(
 ) -> dict[str, Any]:
     """Compare `output` with `source`; returns {"ok", "mode", "level", "pages", "checks", "notes"}.
 
-    `level` is the class's validation level: "standard" or "exhaustive" (see the module docstring)."""
+    `level` is the class's validation level: "standard" or "exhaustive" (see the module docstring);
+    `spec` is the job's marks (a lone WatermarkSpec: one mark, its text drawn literally)."""
+    marks = MarkSet.coerce(spec)
     pw = password or ""
     src = _open(source, pw)
     try:
@@ -103,7 +106,7 @@ def validate(
     residue = (lambda: residue_check(out, sanitize)) if sanitize is not None else None
     try:
         checks, notes = _checks(
-            source, output, pw, spec, src_pages, (out_pages, out_geos), mode, dpi, level, residue)
+            source, output, pw, marks, src_pages, (out_pages, out_geos), mode, dpi, level, residue)
     finally:
         second = reader.finish(out_geos)
     checks.insert(0, _opens_cleanly(out))
@@ -130,7 +133,7 @@ def _checks(
     source: bytes,
     output: bytes,
     pw: str,
-    spec: WatermarkSpec,
+    spec: MarkSet,
     src_pages: list[pikepdf.Dictionary],
     out: tuple[list[pikepdf.Dictionary], list[PageGeometry]],
     mode: str,
@@ -150,7 +153,7 @@ def _checks(
     ]
     if not checks[0]["ok"]:
         return checks + ([side()] if side else []), []
-    selected = [spec.page_selected(i, count) for i in range(count)]
+    selected = [spec.selected(i, count) for i in range(count)]
     geos = [page_geometry(p) for p in src_pages]
     if mode != "vector":
         checks.append(facts.visible_size_check(src_pages, out_pages))
@@ -194,7 +197,7 @@ def prove_pages(
     return merged, side_check
 
 
-def structure_report(found: page_checks.RangeFindings, count: int, spec: WatermarkSpec) -> list[Check]:
+def structure_report(found: page_checks.RangeFindings, count: int, spec: MarkSet) -> list[Check]:
     every = page_ranges(range(count))
     methods = {
         page_checks.GEOMETRY: "page boxes and rotation, inherited values resolved",
@@ -204,7 +207,8 @@ def structure_report(found: page_checks.RangeFindings, count: int, spec: Waterma
         page_checks.CONTENT: "original content streams byte-identical, inside q/Q",
         page_checks.RESOURCES: "resources equal except the added fresh-named mark",
         page_checks.TEXT: "structure: same content streams and same resources, so the same text",
-        page_checks.MARK: "q/Q-isolated Artifact drawing the expected mark form, only on selected pages",
+        page_checks.MARK: "q/Q-isolated Artifacts drawing each mark's expected form (with its page's "
+                          "text), each only on its own pages",
     }
     checks = []
     for name in page_checks.STRUCTURE_CHECKS:
@@ -212,33 +216,39 @@ def structure_report(found: page_checks.RangeFindings, count: int, spec: Waterma
         if name == page_checks.ANNOTS:
             details["count"] = found.links
         if name == page_checks.MARK:
-            details["pages_marked"] = sum(spec.page_selected(i, count) for i in range(count))
+            details["pages_marked"] = sum(spec.selected(i, count) for i in range(count))
+            details["marks"] = len(spec.marks)
         checks.append(check(name, found.failures.get(name, []), **details))
     return checks
 
 
-def mark_visible_alone(geos: list[PageGeometry], selected: list[bool], spec: WatermarkSpec) -> Check:
-    """The mark the structure proof found on each page is the builder's form for that geometry; render
-    that form alone, once per geometry, on a blank page of the same boxes: it must leave ink inside the
-    visible box (it clips to the CropBox), or the layout put it where no reader shows it."""
+def mark_visible_alone(geos: list[PageGeometry], selected: list[bool], spec: MarkSet) -> Check:
+    """The marks the structure proof found on each page are the builder's forms for that geometry;
+    render each mark alone, once per geometry (a mark with `{page}`: as on the first page of that
+    geometry), on a blank page of the same boxes: it must leave ink inside the visible box (it clips to
+    the CropBox), or the layout put it where no reader shows it."""
     failures: list[str] = []
-    by_geometry: dict[tuple[object, ...], list[int]] = {}
+    count = len(geos)
+    groups: dict[tuple[object, ...], tuple[PageGeometry, object, list[int]]] = {}
     for i, geo in enumerate(geos):
-        if selected[i]:
-            by_geometry.setdefault((geo.crop, geo.rotate), []).append(i)
-    for pages in by_geometry.values():
-        geo = geos[pages[0]]
+        if not selected[i]:
+            continue
+        for mark in spec.on_page(i, count):
+            key = (geo.crop, geo.rotate, mark.index)
+            groups.setdefault(key, (geo, mark, []))[2].append(i)
+    for geo, mark, pages in groups.values():
         width, height = geo.display_size
         scale = RENDER_PX * 2 / max(width, height, 1.0)
         size = (max(1, round(width * scale)), max(1, round(height * scale)))
-        if coverage_mask(geo, spec, size).point(lambda v: 255 if v > 128 else 0).getbbox() is None:
-            failures.append(f"pages {page_ranges(pages)}: the mark leaves no ink inside the visible box")
+        if coverage_mask(geo, (mark,), size).point(lambda v: 255 if v > 128 else 0).getbbox() is None:
+            failures.append(f"pages {page_ranges(pages)}: mark {mark.index + 1} leaves no ink "  # type: ignore[attr-defined]
+                            "inside the visible box")
     return check(
         "watermark_in_visible_box",
         failures,
-        method="the mark form rendered alone once per page geometry",
-        geometries=len(by_geometry),
-        pages=page_ranges([i for pages in by_geometry.values() for i in pages]),
+        method="each mark's form rendered alone once per page geometry",
+        geometries=len({key[:2] for key in groups}),
+        pages=page_ranges(sorted({i for _, _, pages in groups.values() for i in pages})),
     )
 
 
@@ -271,7 +281,7 @@ def split_pixel_checks(
     pw: str,
     selected: list[bool],
     mode: str,
-    spec: WatermarkSpec,
+    spec: MarkSet,
     geos: list[PageGeometry],
     pages: list[int] | range,
     dpi: int | None = None,
@@ -304,7 +314,7 @@ def pixel_checks(
     pw: str,
     selected: list[bool],
     mode: str,
-    spec: WatermarkSpec,
+    spec: MarkSet,
     geos: list[PageGeometry],
     pages: list[int] | range,
     dpi: int | None = None,
@@ -345,7 +355,7 @@ def _compare_page(
     index: int,
     is_selected: bool,
     mode: str,
-    spec: WatermarkSpec,
+    spec: MarkSet,
     geo: PageGeometry,
     dpi: int | None,
 ) -> tuple[bool, str | None]:
@@ -355,12 +365,14 @@ def _compare_page(
         same_text = mode != "vector" or page_text(a) == page_text(b)
         img_a = render(a, dpi)
         img_b = render_like(b, img_a.size) if dpi else render(b)
+        drawn = spec.on_page(index, len(out_doc))
         if mode == "vector":
-            mask = coverage_mask(geo, spec, img_a.size) if is_selected else None
+            mask = coverage_mask(geo, drawn, img_a.size) if is_selected else None
             return same_text, vector_pixel_problem(img_a, img_b, is_selected, mask)
         if not is_selected:
             return same_text, raster_unselected_problem(img_a, img_b)
-        return same_text, raster_pixel_problem(img_a, img_b, coverage_mask(geo, spec, img_a.size), spec)
+        faintest = min(m.spec.opacity for m in drawn)
+        return same_text, raster_pixel_problem(img_a, img_b, coverage_mask(geo, drawn, img_a.size), faintest)
     finally:
         a.close()
         b.close()

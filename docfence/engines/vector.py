@@ -1,5 +1,6 @@
-"""Vector (structure-preserving) watermarking: one shared Form XObject per page geometry, drawn in a
-q/Q-isolated overlay or underlay marked as a pagination artifact. Text, fonts, links, annotations, forms,
+"""Vector (structure-preserving) watermarking: each mark one shared Form XObject per page geometry (a mark
+whose text holds `{page}` one per page), drawn in a q/Q-isolated overlay or underlay marked as a
+pagination artifact. Text, fonts, links, annotations, forms,
 outlines, tags and page boxes are untouched; encryption is kept; a PDF/A claim is withdrawn."""
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from docfence.core.errors import ConfigError, MalformedPdf
 from docfence.core.policy import JobPolicy, WatermarkSpec
 from docfence.engines.geometry import Matrix, PageGeometry, multiply
 from docfence.engines.layout import placements
-from docfence.engines.outline_text import Outline, outline_text
+from docfence.engines.mark_art import Art, ArtShop
+from docfence.engines.marks import MarkSet, PageMark
 from docfence.engines.preflight import OpenedPdf
 
 log = logging.getLogger(__name__)
@@ -29,59 +31,75 @@ def _fmt(m: Matrix) -> str:
 
 
 class _Builder:
-    """Creates the shared objects (text outline form, one geometry form per page geometry, wrappers)."""
+    """Creates the shared objects: each mark's art once (mark_art), one form per mark and page geometry
+    (per page text for marks with `{page}`), and one pair of wrapper streams per combination of marks."""
 
-    def __init__(self, pdf: pikepdf.Pdf, spec: WatermarkSpec) -> None:
+    def __init__(self, pdf: pikepdf.Pdf) -> None:
         self.pdf = pdf
-        self.spec = spec
-        self.outline: Outline = outline_text(spec.text)
-        self.text_form = self._form(self.outline.ops, _pad(self.outline.bbox), pikepdf.Dictionary())
-        gs = pikepdf.Dictionary(Type=pikepdf.Name.ExtGState, ca=spec.opacity, CA=spec.opacity)
-        self.resources = pikepdf.Dictionary(
-            ExtGState=pikepdf.Dictionary(DfGS=pdf.make_indirect(gs)),
-            XObject=pikepdf.Dictionary(DfText=self.text_form),
-        )
+        self.shop = ArtShop(pdf)
+        self.states: dict[float, pikepdf.Object] = {}
         self.forms: dict[tuple[object, ...], pikepdf.Stream] = {}
-        self.wrappers: dict[tuple[str, int], tuple[pikepdf.Stream, pikepdf.Stream]] = {}
+        self.wrappers: dict[tuple[tuple[str, str], ...], tuple[pikepdf.Stream, pikepdf.Stream]] = {}
         self.open_q = pdf.make_stream(b"q\n")
 
-    def _form(self, content: bytes, bbox: tuple[float, ...], resources: pikepdf.Dictionary) -> pikepdf.Stream:
-        form = self.pdf.make_stream(content)
-        form.Type = pikepdf.Name.XObject
-        form.Subtype = pikepdf.Name.Form
-        form.BBox = pikepdf.Array(list(bbox))
-        form.Resources = resources
-        return form
+    def _state(self, opacity: float) -> pikepdf.Object:
+        if opacity not in self.states:
+            gs = pikepdf.Dictionary(Type=pikepdf.Name.ExtGState, ca=opacity, CA=opacity)
+            self.states[opacity] = self.pdf.make_indirect(gs)
+        return self.states[opacity]
 
-    def geometry_form(self, geo: PageGeometry) -> pikepdf.Stream:
-        key = (geo.crop, geo.rotate)
+    def geometry_form(self, mark: PageMark, geo: PageGeometry) -> pikepdf.Stream:
+        """The mark laid out for this page geometry, clipped to the visible box."""
+        key = (mark.index, mark.spec, mark.text, geo.crop, geo.rotate)
         if key not in self.forms:
+            art = self.shop.art(mark)
             width, height = geo.display_size
             to_user = geo.display_to_user()
             x0, y0, x1, y1 = geo.crop
-            r, g, b = self.spec.color
+            r, g, b = mark.spec.color
             lines = [f"q {x0:.3f} {y0:.3f} {x1 - x0:.3f} {y1 - y0:.3f} re W n /DfGS gs {r} {g} {b} rg"]
-            for m in placements(self.spec, self.outline, width, height):
-                lines.append(f"q {_fmt(multiply(m, to_user))} cm /DfText Do Q")
+            draw, xobjects = _pieces(art)
+            for m in placements(mark.spec, art.outline, width, height):
+                lines.append(f"q {_fmt(multiply(m, to_user))} cm {draw} Q")
             lines.append("Q\n")
-            content = "\n".join(lines).encode("ascii")
-            self.forms[key] = self._form(content, geo.crop, self.resources)
+            resources = pikepdf.Dictionary(
+                ExtGState=pikepdf.Dictionary(DfGS=self._state(mark.spec.opacity)), XObject=xobjects)
+            self.forms[key] = self.shop.form("\n".join(lines).encode("ascii"), geo.crop, resources)
         return self.forms[key]
 
-    def wrapper(self, name: str, form: pikepdf.Stream) -> tuple[pikepdf.Stream, pikepdf.Stream]:
-        """(before, after) content streams drawing `name` around the page's own content."""
-        key = (name, form.objgen[0])
-        if key not in self.wrappers:
-            draw = b"q " + ARTIFACT_BDC + b" " + name.encode("ascii") + b" Do EMC Q\n"
-            if self.spec.layer == "underlay":
-                self.wrappers[key] = (self.pdf.make_stream(draw + b"q\n"), self.pdf.make_stream(b"Q\n"))
-            else:
-                self.wrappers[key] = (self.open_q, self.pdf.make_stream(b"Q\n" + draw))
-        return self.wrappers[key]
+    def wrapper(self, drawn: tuple[tuple[str, str], ...]) -> tuple[pikepdf.Stream, pikepdf.Stream]:
+        """(before, after) content streams drawing the (name, layer) marks around the page's content."""
+        if drawn not in self.wrappers:
+            first, last = wrapper_bytes(drawn)
+            before = self.open_q if first == b"q\n" else self.pdf.make_stream(first)
+            self.wrappers[drawn] = (before, self.pdf.make_stream(last))
+        return self.wrappers[drawn]
 
 
-def _pad(bbox: tuple[float, float, float, float]) -> tuple[float, ...]:
-    return (bbox[0] - 10, bbox[1] - 10, bbox[2] + 10, bbox[3] + 10)
+def _pieces(art: Art) -> tuple[str, pikepdf.Dictionary]:
+    """Operators drawing the art's pieces at their offsets, and the XObjects they name (one piece at
+    the origin: `/DfText Do`, as a single mark has always been drawn)."""
+    if len(art.pieces) == 1 and art.pieces[0][0] == 0.0:
+        return "/DfText Do", pikepdf.Dictionary(DfText=art.form)
+    names: dict[tuple[int, int], str] = {}
+    xobjects, ops = pikepdf.Dictionary(), []
+    for x, form in art.pieces:
+        name = names.setdefault(form.objgen, f"/R{len(names)}")
+        xobjects[name] = form
+        ops.append(f"q 1 0 0 1 {x:.1f} 0 cm {name} Do Q")
+    return " ".join(ops), xobjects
+
+
+def draw_bytes(name: str) -> bytes:
+    return b"q " + ARTIFACT_BDC + b" " + name.encode("ascii") + b" Do EMC Q\n"
+
+
+def wrapper_bytes(drawn: tuple[tuple[str, str], ...]) -> tuple[bytes, bytes]:
+    """(first, last) content stream of a page drawing `drawn` ((name, layer) in order): underlays
+    before the page's own content, overlays after it, the content itself inside q/Q."""
+    under = b"".join(draw_bytes(name) for name, layer in drawn if layer == "underlay")
+    over = b"".join(draw_bytes(name) for name, layer in drawn if layer != "underlay")
+    return under + b"q\n", b"Q\n" + over
 
 
 def _own_resources(page: pikepdf.Dictionary) -> pikepdf.Dictionary:
@@ -109,19 +127,24 @@ def _own_resources(page: pikepdf.Dictionary) -> pikepdf.Dictionary:
 
 
 def _free_name(xobjects: pikepdf.Dictionary, form: pikepdf.Stream, index: int) -> str:
+    """`/DfWm<index>`, lengthened with "x" until no other object of the page's uses the name."""
     name = f"{NAME_PREFIX}{index}"
     while name in xobjects and xobjects[name].objgen != form.objgen:
         name += "x"
     return name
 
 
-def stamp_page(builder: _Builder, page: pikepdf.Dictionary, geo: PageGeometry) -> None:
-    form = builder.geometry_form(geo)
+def stamp_page(builder: _Builder, page: pikepdf.Dictionary, geo: PageGeometry,
+               marks: tuple[PageMark, ...]) -> None:
+    """Draw `marks` (this page's, in order) on `page`, each as a fresh-named Form XObject."""
     xobjects = cast(pikepdf.Dictionary, _own_resources(page).XObject)
-    index = list(builder.forms.values()).index(form)
-    name = _free_name(xobjects, form, index)
-    xobjects[name] = form
-    before, after = builder.wrapper(name, form)
+    drawn = []
+    for mark in marks:
+        form = builder.geometry_form(mark, geo)
+        name = _free_name(xobjects, form, mark.index)
+        xobjects[name] = form
+        drawn.append((name, mark.spec.layer))
+    before, after = builder.wrapper(tuple(drawn))
     contents = page.get("/Contents")
     if isinstance(contents, pikepdf.Array):
         old = list(contents)
@@ -144,14 +167,16 @@ def withdraw_pdfa_claim(pdf: pikepdf.Pdf) -> bool:
     return True
 
 
-def apply_vector(opened: OpenedPdf, spec: WatermarkSpec) -> int:
-    """Stamp the selected pages in place; returns how many pages were stamped."""
-    builder = _Builder(opened.pdf, spec)
+def apply_vector(opened: OpenedPdf, marks: MarkSet | WatermarkSpec) -> int:
+    """Stamp every page its marks, in place; returns how many pages got at least one."""
+    marks = MarkSet.coerce(marks)
+    builder = _Builder(opened.pdf)
     count = len(opened.pages)
     stamped = 0
     for index, (page, geo) in enumerate(zip(opened.pages, opened.geometry, strict=True)):
-        if spec.page_selected(index, count):
-            stamp_page(builder, page, geo)
+        drawn = marks.on_page(index, count)
+        if drawn:
+            stamp_page(builder, page, geo, drawn)
             stamped += 1
     return stamped
 
@@ -178,7 +203,7 @@ def watermark_vector(opened: OpenedPdf, policy: JobPolicy) -> bytes:
     """Preflighted PDF in, watermarked PDF bytes out (structure preserved)."""
     if policy.watermark is None:
         raise ConfigError("a watermark job needs a watermark spec")
-    stamped = apply_vector(opened, policy.watermark)
+    stamped = apply_vector(opened, MarkSet.of(policy))
     if withdraw_pdfa_claim(opened.pdf):
         opened.notes.append("the PDF/A claim was removed from the XMP metadata (PDF/A is not re-validated)")
     log.debug("vector watermark applied", extra={"pages": len(opened.pages), "stamped": stamped})

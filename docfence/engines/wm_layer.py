@@ -1,5 +1,6 @@
-"""The watermark as a coverage mask for one page geometry at one pixel scale (rendered by pdfium from the
-same vector layout), used to composite raster pages with Pillow and to know where to look when validating."""
+"""A page's marks as pixels for one page geometry at one pixel scale (rendered by pdfium, on a transparent
+page, from the same vector layout): a coverage mask (where the marks are, for the validator) and a coloured
+layer with alpha (to composite raster pages with Pillow)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,23 @@ import io
 
 import pikepdf
 import pypdfium2 as pdfium
-from PIL import Image, ImageOps
+from PIL import Image
 
 from docfence.core.policy import WatermarkSpec
 from docfence.engines.geometry import PageGeometry
+from docfence.engines.marks import PageMark
+
+PageMarks = tuple[PageMark, ...]
 
 
-def _stamped_blank(geo: PageGeometry, spec: WatermarkSpec) -> bytes:
+def page_marks(marks: PageMarks | WatermarkSpec) -> PageMarks:
+    """A lone spec (earlier callers' single mark) as the one mark of a page, its text drawn literally."""
+    if isinstance(marks, WatermarkSpec):
+        return (PageMark(0, marks, marks.text, ((marks.text, False),)),)
+    return marks
+
+
+def _stamped_blank(geo: PageGeometry, marks: PageMarks) -> bytes:
     from docfence.engines.vector import _Builder, stamp_page
 
     pdf = pikepdf.new()
@@ -27,43 +38,54 @@ def _stamped_blank(geo: PageGeometry, spec: WatermarkSpec) -> bytes:
         Resources=pikepdf.Dictionary(),
     )
     pdf.pages.append(pikepdf.Page(page))
-    solid = dataclasses.replace(spec, opacity=1.0, color=(0.0, 0.0, 0.0), layer="overlay")
-    stamp_page(_Builder(pdf, solid), pdf.pages[0].obj, geo)
+    stamp_page(_Builder(pdf), pdf.pages[0].obj, geo, marks)
     buf = io.BytesIO()
     pdf.save(buf)
     return buf.getvalue()
 
 
-@functools.lru_cache(maxsize=32)
-def coverage_mask(geo: PageGeometry, spec: WatermarkSpec, size: tuple[int, int]) -> Image.Image:
-    """'L' image of `size` (the displayed page in pixels): 255 where the mark fully covers, 0 where absent."""
-    doc = pdfium.PdfDocument(_stamped_blank(geo, spec))
+def _render_rgba(geo: PageGeometry, marks: PageMarks, size: tuple[int, int]) -> Image.Image:
+    """The marks alone on a transparent page of `size` pixels (RGBA, not premultiplied)."""
+    doc = pdfium.PdfDocument(_stamped_blank(geo, marks))
     try:
         page = doc[0]
         width_pt, _ = page.get_size()
-        bitmap = page.render(scale=size[0] / width_pt, grayscale=True, draw_annots=False)
-        img = ImageOps.invert(bitmap.to_pil().convert("L"))
+        bitmap = page.render(scale=size[0] / width_pt, fill_color=(0, 0, 0, 0), draw_annots=False)
+        img = bitmap.to_pil().convert("RGBA")
         page.close()
     finally:
         doc.close()
     return img if img.size == size else img.resize(size)
 
 
+def _solid(mark: PageMark) -> PageMark:
+    spec = dataclasses.replace(mark.spec, opacity=1.0, color=(0.0, 0.0, 0.0), layer="overlay")
+    return dataclasses.replace(mark, spec=spec)
+
+
+@functools.lru_cache(maxsize=32)
+def coverage_mask(geo: PageGeometry, marks: PageMarks | WatermarkSpec, size: tuple[int, int]) -> Image.Image:
+    """'L' image of `size` (the displayed page in pixels): 255 where the marks fully cover, 0 where absent
+    (the alpha of the marks drawn at full opacity, so a white logo counts as much as black text)."""
+    solid = tuple(_solid(m) for m in page_marks(marks))
+    return _render_rgba(geo, solid, size).getchannel("A")
+
+
 Layer = tuple[tuple[int, int, int, int], Image.Image, Image.Image]
 
 
 @functools.lru_cache(maxsize=32)
-def watermark_layer(geo: PageGeometry, spec: WatermarkSpec, size: tuple[int, int]) -> Layer:
-    """(box, alpha scaled by opacity, solid colour) for compositing; pdfium runs on the calling thread."""
-    mask = coverage_mask(geo, spec, size)
-    box = mask.getbbox() or (0, 0, 1, 1)
-    alpha = mask.crop(box).point(lambda v: round(v * spec.opacity))
-    colour = Image.new("RGB", alpha.size, tuple(round(c * 255) for c in spec.color))
-    return box, alpha, colour
+def watermark_layer(geo: PageGeometry, marks: PageMarks | WatermarkSpec, size: tuple[int, int]) -> Layer:
+    """(box, alpha with each mark's opacity, colours) for compositing; pdfium runs on the calling thread.
+    Cached per (geometry, marks with their page's text): static marks render once per geometry."""
+    rgba = _render_rgba(geo, page_marks(marks), size)
+    alpha = rgba.getchannel("A")
+    box = alpha.getbbox() or (0, 0, 1, 1)
+    return box, alpha.crop(box), rgba.convert("RGB").crop(box)
 
 
 def composite(img: Image.Image, layer: Layer) -> Image.Image:
-    """Blend the watermark colour into `img` (RGB, in place) through the layer's alpha (Pillow only)."""
+    """Blend the marks' colours into `img` (RGB, in place) through the layer's alpha (Pillow only)."""
     box, alpha, colour = layer
     img.paste(colour, box, alpha)
     return img

@@ -28,10 +28,11 @@ class DeletionService:
         self.store, self.regions = store, regions
 
     def delete_job(self, job_id: str, *, actor: str, request_id: str | None,
-                   reason: str = "deletion_requested") -> DeletionReport:
+                   reason: str = "deletion_requested", note: str | None = None) -> DeletionReport:
         """Remove every byte of a job (input, all attempts, artifact); keep its metadata as a tombstone.
-        Idempotent; a running attempt is canceled first and can no longer publish."""
-        job = self.store.tombstone(job_id, actor=actor, request_id=request_id, reason=reason)
+        Idempotent; a running attempt is canceled first and can no longer publish. `note`, the
+        caller's free-text reason, is recorded in the tombstone's (and the cancel's) audit details."""
+        job = self.store.tombstone(job_id, actor=actor, request_id=request_id, reason=reason, note=note)
         removed = self.regions.for_region(job.region).delete_prefix(job_prefix(job.tenant, job.id))
         self.store.record_event("bytes_deleted", actor=actor, job_id=job.id, reason=reason,
                                 details={"request_id": request_id, "objects": removed, "region": job.region})

@@ -9,6 +9,7 @@ import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from docfence.blobs.local import LocalBlobStore
 from docfence.blobs.regions import RegionRouter
 from docfence.core.clock import monotonic
 from docfence.core.errors import DocfenceError, NotFound
@@ -18,6 +19,7 @@ from docfence.observability import metrics
 from docfence.store.base import Store
 
 log = logging.getLogger("docfence.reconciler")
+TEMP_MIN_AGE_S = 60.0  # never remove a temp file written to within this, whatever staging_grace_s says
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,10 @@ class ReconcileConfig:
     # (store clock): its worker may still be uploading or discarding it, and an object store's
     # listing may lag. Objects of deleted jobs are collected at once. Settings.staging_grace_s.
     staging_grace_s: float = 60.0
+    # Temp files of interrupted writes (`.tmp-*` in a local folder, left by a process killed mid-put)
+    # are removed once last written more than max(staging_grace_s, TEMP_MIN_AGE_S) ago: a live write
+    # touches its file with every chunk. Walking the whole folder is costly, hence its own interval.
+    temp_interval_s: float = 600.0
 
 
 @dataclass
@@ -39,11 +45,12 @@ class ReconcileResult:
     canceled: list[str] = field(default_factory=list)
     staging_deleted: list[str] = field(default_factory=list)
     retention_deleted: list[str] = field(default_factory=list)
+    temp_deleted: int = 0  # temp files of interrupted writes removed
 
     @property
     def changed(self) -> int:
         return (len(self.requeued) + len(self.failed) + len(self.canceled) + len(self.staging_deleted)
-                + len(self.retention_deleted))
+                + len(self.retention_deleted) + self.temp_deleted)
 
 
 class Reconciler:
@@ -54,7 +61,7 @@ class Reconciler:
             raise DocfenceError("reconciler staging_grace_s must not be negative")
         self.store, self.regions, self.config = store, regions, config
         self._cursor: dict[str, str] = {}  # per region: the last key examined, so passes take turns
-        self._last_gc = float("-inf")
+        self._last_gc = self._last_temp_gc = float("-inf")
 
     def run_once(self) -> ReconcileResult:
         result = ReconcileResult()
@@ -71,10 +78,13 @@ class Reconciler:
             if monotonic() - self._last_gc >= self.config.gc_interval_s:
                 self._last_gc = monotonic()
                 result.staging_deleted = self.collect_orphans()
+            if monotonic() - self._last_temp_gc >= self.config.temp_interval_s:
+                self._last_temp_gc = monotonic()
+                result.temp_deleted = self.collect_temp_debris()
         if result.changed:
-            log.info("reconciled: %d requeued, %d failed, %d canceled, %d orphans deleted",
+            log.info("reconciled: %d requeued, %d failed, %d canceled, %d orphans and %d temp files deleted",
                      len(result.requeued), len(result.failed), len(result.canceled),
-                     len(result.staging_deleted))
+                     len(result.staging_deleted), result.temp_deleted)
         return result
 
     def sweep_orphans(self) -> list[str]:
@@ -90,6 +100,21 @@ class Reconciler:
             while region in self._cursor:  # stopped at its batch limit: go on from there
                 deleted += self._collect_region(region, now, {})
         return deleted
+
+    def collect_temp_debris(self) -> int:
+        """Remove the temp files interrupted writes left in local folders (never listed as objects, so
+        collect_orphans cannot see them) once last written more than max(staging_grace_s,
+        TEMP_MIN_AGE_S) ago. Object stores without such files are skipped. Returns how many went."""
+        assert self.regions is not None
+        older_than = max(self.config.staging_grace_s, TEMP_MIN_AGE_S)
+        removed, seen = 0, set()
+        for region in self.regions.approved():
+            blobs = self.regions.for_region(region)
+            if id(blobs) in seen or not isinstance(blobs, LocalBlobStore):
+                continue
+            seen.add(id(blobs))
+            removed += blobs.remove_stale_temp(older_than_s=older_than)
+        return removed
 
     def collect_orphans(self) -> list[str]:
         """Delete objects nobody may keep: any object of a deleted job, attempts older than the job's

@@ -3,10 +3,13 @@ its timeline, and what happens next. Shared by `docfence inspect` and the consol
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, is_dataclass
 from datetime import datetime
 from typing import Any
 
+from docfence.core.fields import CALLER_FIELDS
+from docfence.core.marks import HIDDEN, marks_view
 from docfence.core.records import Artifact, Attempt, AuditEvent, Job
 from docfence.core.states import JobState
 from docfence.store.base import Store
@@ -136,10 +139,35 @@ def _rendering_steps(ins: Inspection) -> list[str]:
             "if this persists, no reconciler is running (`docfence reconcile` or a worker with it)"]
 
 
-def timeline(ins: Inspection) -> list[dict[str, Any]]:
+def timeline(ins: Inspection, recipient_visible: bool = False) -> list[dict[str, Any]]:
+    """The audit events; recipient, purpose and reference in their details only when visible."""
+    def details(e: AuditEvent) -> dict[str, Any]:
+        if recipient_visible:
+            return e.details
+        return {k: HIDDEN if k in CALLER_FIELDS else v for k, v in e.details.items()}
+
     return [{"seq": e.chain_seq, "at": e.at.isoformat(), "attempt": e.attempt, "actor": e.actor,
              "action": e.action, "from": e.from_state, "to": e.to_state, "reason": e.reason,
-             "details": e.details} for e in ins.events]
+             "details": details(e)} for e in ins.events]
+
+
+def marks_lines(ins: Inspection, recipient_visible: bool) -> list[str]:
+    """`docfence inspect`'s lines on the job's marks and the field values frozen with it."""
+    view = marks_view(ins.job.policy, recipient_visible=recipient_visible)
+    lines = []
+    for k, mark in enumerate(view["marks"], start=1):
+        used = f" (fields {', '.join(mark['fields'])})" if mark["fields"] else ""
+        if mark["kind"] == "image":
+            what = "image"
+        elif mark["text"] is None:
+            what = f"text {HIDDEN}{used}"
+        else:
+            what = json.dumps(mark["text"], ensure_ascii=False)
+        lines.append(f"{'marks' if k == 1 else '':<10} {k}. {what} {mark['position']}, "
+                     f"pages {mark['pages']}, {mark['layer']}, opacity {mark['opacity']:g}")
+    if view["fields"]:
+        lines.append("fields     " + ", ".join(f"{k} {v}" for k, v in sorted(view["fields"].items())))
+    return lines
 
 
 def _at(value: datetime | None, now: datetime) -> str:
@@ -162,8 +190,35 @@ def validation_summary(artifact: Artifact | None) -> dict[str, Any] | None:
             "checks": checks}
 
 
-def format_inspection(ins: Inspection) -> str:
-    """The one-screen answer printed by `docfence inspect JOB`."""
+_CODE_CHECKS = ("verification_code_structure", "verification_code_decodes")
+_SIGNATURE_CHECKS = ("signature_valid", "signature_covers_file")
+
+
+def issue_status(job: Job, artifact: Artifact | None) -> dict[str, Any]:
+    """The job's verification code and signature: None when its class has neither, else the pages or
+    visibility asked for and "ok" / "failed" (from the published validation report) or "not issued"."""
+    checks = {str(c.get("name")): c for c in (artifact.validation.get("checks", []) if artifact else [])
+              if isinstance(c, dict)}
+
+    def status(names: tuple[str, ...]) -> str:
+        found = [checks[n] for n in names if n in checks]
+        if not found:
+            return "not issued"
+        return "ok" if len(found) == len(names) and all(c.get("ok") for c in found) else "failed"
+
+    code, sig = job.policy.verification, job.policy.signing
+    signer = str(checks.get("signature_valid", {}).get("signer", "")) or None
+    return {
+        "verification": None if code is None else {"pages": code.pages, "url": code.url,
+                                                    "status": status(_CODE_CHECKS)},
+        "signature": None if sig is None else {"visible": sig.visible, "signer": signer,
+                                               "status": status(_SIGNATURE_CHECKS)},
+    }
+
+
+def format_inspection(ins: Inspection, recipient_visible: bool = False) -> str:
+    """The one-screen answer printed by `docfence inspect JOB` (the marks' recipient, purpose and
+    reference read "(hidden)" unless `recipient_visible`)."""
     job, now, p = ins.job, ins.now, ins.job.policy
     lines = [
         f"job {job.id}  tenant {job.tenant}  kind {job.kind}",
@@ -175,6 +230,7 @@ def format_inspection(ins: Inspection) -> str:
         f"lease      {job.lease_owner or '-'} until {_at(job.lease_expires_at, now)}",
         f"heartbeat  {_at(job.heartbeat_at, now)}",
         f"store now  {now.isoformat(timespec='seconds')}   paused: {', '.join(ins.paused) or 'nothing'}",
+        *marks_lines(ins, recipient_visible),
     ]
     if job.last_error_code:
         lines.append(f"last error {job.last_error_code}: {job.last_error_message or ''}")
@@ -187,6 +243,14 @@ def format_inspection(ins: Inspection) -> str:
         bad = [c["name"] for c in summary["checks"] if not c["ok"]]
         lines.append(f"validation {'ok' if summary['ok'] else 'FAILED: ' + ', '.join(bad)} "
                      f"({len(summary['checks'])} checks)")
+    issued = issue_status(job, ins.artifact)
+    if issued["verification"]:
+        v = issued["verification"]
+        lines.append(f"code       {v['status']} (pages {v['pages']}) {v['url']}")
+    if issued["signature"]:
+        s = issued["signature"]
+        lines.append(f"signature  {s['status']} ({'visible' if s['visible'] else 'invisible'}"
+                     f"{', ' + s['signer'] if s['signer'] else ''})")
     lines.append("attempts")
     for a in ins.attempts:
         lines.append(f"  #{a.attempt} {a.worker} claimed {_at(a.claimed_at, now)} -> "
@@ -194,8 +258,9 @@ def format_inspection(ins: Inspection) -> str:
     lines.append("timeline")
     for e in ins.events:
         move = f"{e.from_state or '-'} -> {e.to_state}" if e.from_state != e.to_state else ""
+        note = e.details.get("note") if isinstance(e.details, dict) else None
         lines.append(f"  {e.at.isoformat(timespec='seconds')} #{e.attempt or 0} {e.action:<22} {move} "
-                     f"by {e.actor}")
+                     f"by {e.actor}{f' ({note})' if note else ''}")
     lines.append("next")
     lines.extend(f"  {step}" for step in ins.next_steps)
     return "\n".join(lines)
@@ -205,8 +270,9 @@ def iso(value: Any) -> Any:
     return value.isoformat() if isinstance(value, datetime) else value
 
 
-def inspection_dict(ins: Inspection) -> dict[str, Any]:
-    """JSON-ready for the console: no input key, idempotency key or artifact storage key."""
+def inspection_dict(ins: Inspection, recipient_visible: bool = False) -> dict[str, Any]:
+    """JSON-ready for the console: no input key, idempotency key or artifact storage key; the marks'
+    recipient, purpose and reference only when `recipient_visible`."""
     job, p = ins.job, ins.job.policy
     obs = {k: iso(v) for k, v in ins.observation.items()} if ins.observation else None
     return {
@@ -224,9 +290,11 @@ def inspection_dict(ins: Inspection) -> dict[str, Any]:
         "attempts": [{"attempt": a.attempt, "worker": a.worker, "claimed_at": iso(a.claimed_at),
                       "ended_at": iso(a.ended_at), "outcome": a.outcome, "error_code": a.error_code}
                      for a in ins.attempts],
-        "timeline": timeline(ins),
+        "timeline": timeline(ins, recipient_visible),
+        **marks_view(p, recipient_visible=recipient_visible),
         "observation": obs,
         "validation": validation_summary(ins.artifact),
+        "issue": issue_status(job, ins.artifact),  # verification code and signature
         "artifact": _artifact(ins.artifact),
         "paused": ins.paused,
         "next_steps": ins.next_steps,

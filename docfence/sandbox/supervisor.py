@@ -18,8 +18,9 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from docfence.core.clock import monotonic
 from docfence.core.policy import JobPolicy, Mode
@@ -41,6 +42,8 @@ class Task:
     policy: JobPolicy
     password: str | None = None
     fsync: bool = False  # the output is published from this file as is (the CLI)
+    # the organisation's signing key (engines.signing.SigningKey.to_request()) for classes that sign
+    signing: dict[str, Any] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -123,7 +126,7 @@ class Sandbox:
         request = {
             "kind": task.kind, "input": str(task.input_path), "output": str(task.output_path),
             "answer": str(answer), "policy": task.policy.to_dict(), "password": task.password,
-            "fsync": task.fsync, "memory_mb": limits.render_memory_mb,
+            "fsync": task.fsync, "signing": task.signing, "memory_mb": limits.render_memory_mb,
             "cpu_s": int(limits.render_budget_s(input_bytes=size, pages=limits.max_pages,
                                                 raster_dpi=_raster_dpi(task))) + 1,
         }

@@ -30,7 +30,7 @@ def run_task(request: dict[str, Any], on_pages: Callable[[int], None]) -> Outcom
         data = Path(request["input"]).read_bytes()
         started = monotonic()
         output, pages, validation = _dispatch(request["kind"], data, policy, request.get("password"),
-                                              on_pages)
+                                              on_pages, request.get("signing"))
         engine_s = monotonic() - started
         _write(request["output"], output, fsync=bool(request.get("fsync")))
         return Outcome(True, pages=pages, validation=validation, engine_s=engine_s)
@@ -39,12 +39,18 @@ def run_task(request: dict[str, Any], on_pages: Callable[[int], None]) -> Outcom
 
 
 def _dispatch(kind: str, data: bytes, policy: JobPolicy, password: str | None,
-              on_pages: Callable[[int], None]) -> tuple[bytes, int, dict[str, Any]]:
+              on_pages: Callable[[int], None], signing: Any = None) -> tuple[bytes, int, dict[str, Any]]:
     from docfence import engines
 
     if kind == "watermark":
+        from docfence.engines.issue import issue
+        from docfence.engines.signing import SigningKey
+
         result = engines.process(data, policy, password=password, on_pages=on_pages)
-        return result.output, result.pages, result.validation
+        # after validation: the verification code, then the signature over every byte (engines/issue.py)
+        output = issue(result.output, result.validation, policy, password=password,
+                       signing_key=SigningKey.from_request(signing))
+        return output, result.pages, result.validation
     if kind == "report":
         from docfence.engines.report_job import render_report_job
 

@@ -256,6 +256,22 @@ def _sample(mode: str) -> None:
         engines.process(samples.links(), JobPolicy(mode=Mode(mode), dpi=72))
 
 
+def _import_issue_stages() -> None:
+    """The verification-code and signing stages (segno, zxing-cpp, pyHanko: ~0.3 s of imports) when a
+    configured class uses them, so its render processes do not import them per job."""
+    from docfence.config import load_settings
+
+    with contextlib.suppress(Exception):  # only a cache, as in _warm_marks
+        classes = load_settings().all_classes().values()
+        if any(c.verification is not None for c in classes):
+            import docfence.engines.verify_code  # noqa: F401
+        if any(c.signing is not None for c in classes):
+            import docfence.engines.signing as signing
+
+            signing._signer_class()
+            import pyhanko.sign.validation  # noqa: F401
+
+
 def _import_reports() -> None:
     import docfence.engines.report_job  # noqa: F401  (weasyprint: the slowest import by far)
 
@@ -266,7 +282,8 @@ def _freeze() -> None:
 
 
 WARM_LATER: tuple[Callable[[], None], ...] = (
-    lambda: _warm_marks(default_only=False), lambda: _sample(Mode.RASTER), _import_reports)
+    lambda: _warm_marks(default_only=False), _import_issue_stages, lambda: _sample(Mode.RASTER),
+    _import_reports)
 
 
 def warm_later(profile: str) -> tuple[Callable[[], None], ...]:

@@ -16,6 +16,7 @@ from docfence.core.policy import JobPolicy
 from docfence.core.records import ApiKey, AuditEvent, Claim, Job
 from docfence.core.states import Event, JobState, transition
 from docfence.store.audit import event_hash
+from docfence.store.outbox import append_outbox
 
 Row = dict[str, Any]
 
@@ -160,6 +161,7 @@ class SqlBase:
             prev_hash = row.get("prev_hash") or prev.get((chain, seq - 1), "")
             batch.append(self._event_params(chain, seq, prev_hash, fields))
         tx.send_many("insert_audit", batch)
+        append_outbox(tx, events)  # terminal transitions: webhook events, in this same transaction
 
     def _prev_hash(self, tx: Tx, chain: str, seq: int) -> str:
         """The previous event's hash of a job chain (the job row lock serialises the chain)."""
@@ -184,6 +186,7 @@ class SqlBase:
         data = {k: row[k] for k in _JOB_FIELDS}
         data["state"] = JobState(row["state"])
         data["policy"] = _policy(row["policy"])
+        data["sealed_password"] = bool(data["sealed_password"])  # SQLite stores 0/1
         return Job(**data)
 
     def _event(self, row: Row) -> AuditEvent:

@@ -24,7 +24,7 @@ TIME_COLUMNS = frozenset({
     "created_at", "updated_at", "claimed_at", "finished_at", "deleted_at", "lease_expires_at",
     "heartbeat_at", "deadline_at", "run_after", "retention_until", "ended_at", "at", "now", "paused_at",
     "applied_at", "observed_at", "requested_at", "expires_at", "revoked_at", "last_used_at",
-    "period_start", "next_run_at", "superseded_at",
+    "period_start", "next_run_at", "superseded_at", "disabled_at", "secret_grace_until",
 })
 _BUSY = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from docfence.core.errors import NotFound, StaleAttempt
 from docfence.core.policy import JobPolicy
-from docfence.core.records import ApiKey
+from docfence.core.records import ApiKey, ClaimPause
 from docfence.store.sqlbase import SqlBase, _api_key
 
 
@@ -28,6 +28,13 @@ class OperationsQueries(SqlBase):
     def paused_scopes(self) -> list[str]:
         with self._tx(write=False) as tx:
             return [r["scope"] for r in tx.all("list_pauses")]
+
+    def claim_pauses(self) -> list[ClaimPause]:
+        """The current pauses with who paused, when and why."""
+        with self._tx(write=False) as tx:
+            rows = tx.all("list_pauses")
+        return [ClaimPause(scope=r["scope"], paused_at=r["paused_at"], actor=r["actor"], reason=r["reason"])
+                for r in rows]
 
     def valid_lease_count(self, *, mode: str | None = None) -> int:
         with self._tx(write=False) as tx:

@@ -7,6 +7,8 @@ import contextlib
 import json
 from collections.abc import Iterator, Sequence
 from datetime import datetime
+from functools import lru_cache
+from typing import Any
 
 from docfence.core.errors import (
     IdempotencyConflict,
@@ -15,6 +17,7 @@ from docfence.core.errors import (
     NotFound,
     StaleAttempt,
 )
+from docfence.core.policy import JobPolicy
 from docfence.core.records import (
     Artifact,
     ArtifactInfo,
@@ -30,10 +33,54 @@ from docfence.store.reports import ReportQueries
 from docfence.store.sqlbase import Row, Tx, _json
 from docfence.store.sqlops import OperationsQueries
 from docfence.store.wakeups import WakeupWaits
+from docfence.store.webhooks import WebhookQueries
 
-__all__ = ["Row", "SqlStore", "Tx"]
+__all__ = ["Row", "SqlStore", "Submitted", "Tx"]
 
-class SqlStore(OperationsQueries, ReportQueries, WakeupWaits):
+#: One item's answer from `submit_many`: (job, created), or the conflict that refused it.
+Submitted = tuple[Job, bool] | IdempotencyConflict
+
+
+def _insert_params(new: NewJob) -> dict[str, Any]:
+    """The insert_job parameters of a submission (policy as JSON text; the clock is added by the caller)."""
+    from docfence.core.ids import new_id
+
+    policy = new.policy
+    return {
+        "id": new.job_id or new_id(), "tenant": new.tenant, "kind": policy.kind.value,
+        "document_class": policy.document_class, "mode": policy.mode.value, "region": policy.region,
+        "policy": _policy_text(policy), "max_attempts": policy.max_attempts,
+        "lease_ttl_s": policy.lease_ttl_s, "retry_backoff_s": policy.retry_backoff_s,
+        "deadline_s": policy.deadline_s, "retention_s": policy.retention_s,
+        "idempotency_key": new.idempotency_key, "request_hash": new.request_hash,
+        "input_key": new.input_key, "input_sha256": new.input_sha256, "input_bytes": new.input_bytes,
+        "parent_job_id": new.parent_job_id, "report_request_id": new.report_request_id,
+        "label": new.label, "filename": new.filename, "sealed_password": new.sealed_password,
+    }
+
+
+def _policy_text(policy: JobPolicy) -> str:
+    """A policy's JSON text, cached: policies repeat across jobs (a batch shares one) and are
+    immutable. A policy holding a mapping (a report's) cannot be hashed and is encoded each time."""
+    try:
+        return _cached_policy_text(policy)
+    except TypeError:
+        return json.dumps(policy.to_dict(), sort_keys=True)
+
+
+@lru_cache(maxsize=256)
+def _cached_policy_text(policy: JobPolicy) -> str:
+    return json.dumps(policy.to_dict(), sort_keys=True)
+
+
+def _submitted_details(job: Job) -> dict[str, Any]:
+    """The submission event's details: policy facts and who the document is for (recipient, purpose,
+    reference: a compliance reviewer asks who received it); never the label or filename."""
+    return {"document_class": job.document_class, "mode": job.mode, "region": job.region,
+            **job.policy.caller_fields()}
+
+
+class SqlStore(OperationsQueries, ReportQueries, WebhookQueries, WakeupWaits):
     """The Store implementation over a dialect's `_tx()`; see store/base.py for the contract.
 
     Every transition that queues a job announces work, and every one that ends a job announces its
@@ -45,31 +92,54 @@ class SqlStore(OperationsQueries, ReportQueries, WakeupWaits):
 
         Raises IdempotencyConflict when the key was used for a different request; never a second job.
         """
-        from docfence.core.ids import new_id
 
-        policy = new.policy
-        params = {
-            "id": new.job_id or new_id(), "tenant": new.tenant, "kind": policy.kind.value,
-            "document_class": policy.document_class, "mode": policy.mode.value, "region": policy.region,
-            "policy": json.dumps(policy.to_dict(), sort_keys=True), "max_attempts": policy.max_attempts,
-            "lease_ttl_s": policy.lease_ttl_s, "retry_backoff_s": policy.retry_backoff_s,
-            "deadline_s": policy.deadline_s, "retention_s": policy.retention_s,
-            "idempotency_key": new.idempotency_key, "request_hash": new.request_hash,
-            "input_key": new.input_key, "input_sha256": new.input_sha256, "input_bytes": new.input_bytes,
-            "parent_job_id": new.parent_job_id, "report_request_id": new.report_request_id,
-            "now": self._now_param(),
-        }
         with self._tx() as tx:
-            row = tx.one("insert_job", **params)
+            row = tx.one("insert_job", **_insert_params(new), now=self._now_param())
             if row is None:
                 return self._existing_for_key(tx, new), False
             job = self._job(row)
             self._append_job_event(
                 tx, row, Event.SUBMITTED, actor=new.actor, from_state=None, to_state=JobState.QUEUED,
-                details={"document_class": job.document_class, "mode": job.mode, "region": job.region},
+                details=_submitted_details(job),
             )
             tx.announce_work()
         return job, True
+
+    def submit_many(self, news: Sequence[NewJob], *, all_or_nothing: bool = True) -> list[Submitted]:
+        """Create many queued jobs in ONE transaction (one insert statement, one batch of audit events).
+
+        Answers, in the order of `news`: (job, created) per item; a replay of an earlier identical
+        submission is (that job, False). An idempotency key used for a different request is an
+        IdempotencyConflict: raised (and nothing committed) when `all_or_nothing`, else returned in
+        that item's place while the other items commit.
+        """
+        if not news:
+            return []
+        items = [_insert_params(new) for new in news]
+        with self._tx() as tx:
+            rows = {r["id"]: r for r in tx.all("insert_jobs_many", items=json.dumps(items),
+                                               now=self._now_param())}
+            out: list[Submitted] = []
+            events = []
+            for new, item in zip(news, items, strict=True):
+                row = rows.get(item["id"])
+                if row is not None:
+                    job = self._job(row)
+                    out.append((job, True))
+                    events.append((row, self._job_event_fields(
+                        row, Event.SUBMITTED, actor=new.actor, from_state=None, to_state=JobState.QUEUED,
+                        details=_submitted_details(job))))
+                    continue
+                try:
+                    out.append((self._existing_for_key(tx, new), False))
+                except IdempotencyConflict as exc:
+                    if all_or_nothing:
+                        raise
+                    out.append(exc)
+            self._append_job_events(tx, events)
+            if rows:
+                tx.announce_work()
+        return out
 
     def _existing_for_key(self, tx: Tx, new: NewJob) -> Job:
         if new.idempotency_key is None:
@@ -210,8 +280,10 @@ class SqlStore(OperationsQueries, ReportQueries, WakeupWaits):
                outcome=event.value, error_code=code)
 
     # -- cancellation and maintenance --------------------------------------------------------------
-    def cancel(self, job_id: str, *, actor: str, reason: str = "cancel_requested") -> Job:
-        """Cancel a queued or rendering job; IllegalTransition when it is already terminal."""
+    def cancel(self, job_id: str, *, actor: str, reason: str = "cancel_requested",
+               note: str | None = None) -> Job:
+        """Cancel a queued or rendering job; IllegalTransition when it is already terminal. `note`, the
+        caller's free-text reason, is kept in the audit event's details."""
         for _ in range(5):  # the job may move under us (claimed, requeued); re-read and fence again
             job = self.get(job_id)
             transition(Event.CANCEL_REQUESTED, job.state)
@@ -223,7 +295,8 @@ class SqlStore(OperationsQueries, ReportQueries, WakeupWaits):
                     continue
                 self._close_if_rendering(tx, row, job.state, Event.CANCEL_REQUESTED)
                 self._append_job_event(tx, row, Event.CANCEL_REQUESTED, actor=actor,
-                                       from_state=job.state, to_state=JobState.CANCELED, reason_detail=reason)
+                                       from_state=job.state, to_state=JobState.CANCELED, reason_detail=reason,
+                                       details=_noted({}, note))
                 tx.announce_job_end([job_id])
             return self._job(row)
         raise StaleAttempt(f"job {job_id} kept changing; cancel again")
@@ -275,14 +348,15 @@ class SqlStore(OperationsQueries, ReportQueries, WakeupWaits):
             self._end_attempt(tx, row, event, row["last_error_code"])
 
     # -- deletion ---------------------------------------------------------------------------------
-    def tombstone(self, job_id: str, *, actor: str, request_id: str | None, reason: str) -> Job:
+    def tombstone(self, job_id: str, *, actor: str, request_id: str | None, reason: str,
+                  note: str | None = None) -> Job:
         """Mark a job's bytes deleted (cancelling it first when it is still active). The row, its
         attempts and audit trail stay. Idempotent. The caller deletes the bytes after this commits,
         so a stale attempt's late upload is always found by the sweep."""
         job = self.get(job_id)
         if not job.state.terminal:
             with contextlib.suppress(IllegalTransition):  # it may have finished meanwhile
-                self.cancel(job_id, actor=actor, reason="deletion_requested")
+                self.cancel(job_id, actor=actor, reason="deletion_requested", note=note)
         with self._tx() as tx:
             row = tx.one("tombstone_job", id=job_id, request_id=request_id, now=self._now_param())
             if row is None:
@@ -291,7 +365,7 @@ class SqlStore(OperationsQueries, ReportQueries, WakeupWaits):
             fields = {
                 "job_id": job_id, "attempt": row["attempt"], "actor": actor, "action": "bytes_deletion",
                 "from_state": row["state"], "to_state": row["state"], "reason": reason,
-                "at": row["deleted_at"], "details": {"request_id": request_id},
+                "at": row["deleted_at"], "details": _noted({"request_id": request_id}, note),
             }
             self._insert_event(tx, job_id, row["audit_seq"], self._prev_hash(tx, job_id, row["audit_seq"]),
                                fields)
@@ -308,15 +382,18 @@ class SqlStore(OperationsQueries, ReportQueries, WakeupWaits):
     def list_jobs(
         self, *, state: JobState | None = None, tenant: str | None = None, mode: str | None = None,
         document_class: str | None = None, created_before: datetime | None = None, limit: int = 100,
-        after: tuple[datetime, str] | None = None,
+        after: tuple[datetime, str] | None = None, created_after: datetime | None = None,
+        label: str | None = None, filename: str | None = None,
     ) -> list[Job]:
         """Newest first. `after` is a keyset cursor, the (created_at, id) of the last job of the
-        previous page: the next page starts strictly after it, stable under inserts."""
+        previous page: the next page starts strictly after it, stable under inserts. Creation range:
+        `created_after` <= created_at < `created_before`; `label` and `filename` match exactly."""
         after_at, after_id = after if after else (None, None)
         with self._tx(write=False) as tx:
             rows = tx.all("list_jobs", state=state.value if state else None, tenant=tenant, mode=mode,
                           document_class=document_class, created_before=created_before, limit=limit,
-                          after_at=after_at, after_id=after_id)
+                          after_at=after_at, after_id=after_id, created_after=created_after,
+                          label=label, filename=filename)
         return [self._job(r) for r in rows]
 
     def count_by_state(self) -> dict[str, int]:
@@ -360,3 +437,8 @@ class SqlStore(OperationsQueries, ReportQueries, WakeupWaits):
     def audit_heads(self) -> dict[str, tuple[int, str]]:
         with self._tx(write=False) as tx:
             return {r["chain"]: (int(r["seq"]), r["hash"]) for r in tx.all("list_chain_heads")}
+
+
+def _noted(details: dict[str, Any], note: str | None) -> dict[str, Any]:
+    """`details` with the caller's free-text reason under `note` (absent when none was given)."""
+    return {**details, "note": note} if note else details

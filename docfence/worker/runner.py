@@ -15,16 +15,25 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from docfence.blobs.regions import RegionRouter
+from docfence.blobs.sealed import PasswordSeal, load_key
 from docfence.config import Settings
 from docfence.core.clock import monotonic
-from docfence.core.errors import BlobError, DocfenceError, StaleAttempt, StoreError, StoreUnavailable
+from docfence.core.errors import (
+    BlobError,
+    ConfigError,
+    DocfenceError,
+    StaleAttempt,
+    StoreError,
+    StoreUnavailable,
+)
 from docfence.core.ids import new_id
 from docfence.core.policy import Kind
 from docfence.core.records import ArtifactInfo, Claim, Job
 from docfence.faults import fault_point
-from docfence.layout import staging_key
+from docfence.layout import job_prefix, staging_key
 from docfence.observability import metrics
 from docfence.sandbox import Outcome, Sandbox, Task
 from docfence.store.base import Store
@@ -45,6 +54,16 @@ class Counters:
     discarded: int = 0
 
 
+def _signing_request(settings: Settings) -> dict[str, Any] | None:
+    """The `[signing]` key, opened once here so a wrong file or password stops the worker at start-up;
+    None when no class signs (a worker then never reads the file)."""
+    if not any(c.signing is not None for c in settings.all_classes().values()):
+        return None
+    from docfence.engines.signing import load_key
+
+    return load_key(settings.signing.pkcs12, settings.signing.pkcs12_password).to_request()
+
+
 class Worker:
     def __init__(self, settings: Settings, store: Store, regions: RegionRouter, *,
                  worker_id: str | None = None) -> None:
@@ -60,6 +79,8 @@ class Worker:
                                    on_committed=self._committed, on_stale=self._stale)
         self.sandbox = Sandbox("watermark")  # no report engine in it: cheaper forks for watermark jobs
         self.report_sandbox = Sandbox("report")  # started by the first report job (from this thread)
+        self._seal: PasswordSeal | None = None  # loaded by the first job that carries a password
+        self._signing = _signing_request(settings)
 
     def run(self, *, until_idle: bool = False, max_jobs: int | None = None) -> Counters:
         """Claim and process jobs until `stopping` is set (SIGTERM), the queue is idle, or max_jobs."""
@@ -161,7 +182,9 @@ class Worker:
         grace ran out (the render process is killed, nothing is recorded as success)."""
         job = claim.job
         kind = "report" if job.policy.kind is Kind.REPORT else "watermark"
-        task = Task(kind, workdir / "input.pdf", workdir / "output.pdf", job.policy)
+        signing = self._signing if job.policy.signing is not None else None
+        task = Task(kind, workdir / "input.pdf", workdir / "output.pdf", job.policy,
+                    password=self._password(job), signing=signing)
         sandbox = self.report_sandbox if kind == "report" else self.sandbox
         started = monotonic()
         result = sandbox.run(task, cancel=lambda: lease.lost.is_set() or self._grace_over())
@@ -176,6 +199,17 @@ class Worker:
             return None
         metrics.record_render(job.mode, result.pages, monotonic() - started, ok=result.ok)
         return result
+
+    def _password(self, job: Job) -> str | None:
+        """The job's PDF password, unsealed for its render process only (never logged or stored)."""
+        if not job.sealed_password:
+            return None
+        if self._seal is None:
+            try:
+                self._seal = PasswordSeal(load_key(self.settings))
+            except ConfigError as exc:  # this worker cannot open passwords: its job must not hang
+                raise BlobError(exc.message) from None
+        return self._seal.unseal(self.regions.for_region(job.region), job_prefix(job.tenant, job.id))
 
     def _grace_over(self) -> bool:
         if not self.stopping.is_set():

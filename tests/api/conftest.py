@@ -66,7 +66,11 @@ class ApiEnv:
 
     def finish(self, job_id: str, data: bytes = b"%PDF-1.4 watermarked\n", pages: int = 1) -> Job:
         """Play the worker: claim, publish under the attempt's artifact key, fenced commit."""
-        claim = self.claim(job_id)
+        return self.commit(self.claim(job_id), data, pages)
+
+    def commit(self, claim: Any, data: bytes = b"%PDF-1.4 watermarked\n", pages: int = 1) -> Job:
+        """Play the worker for a claim already taken: publish under its artifact key, fenced commit."""
+        job_id = claim.job.id
         key = layout.artifact_key(claim.job.tenant, job_id, claim.attempt)
         self.service.router.for_region(claim.job.region).put(key, data)
         info = ArtifactInfo(key=key, sha256=hashlib.sha256(data).hexdigest(), bytes=len(data), pages=pages)

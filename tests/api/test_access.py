@@ -12,6 +12,7 @@ import pytest
 
 from docfence.api import create_app
 from docfence.api.gate import app_routes
+from docfence.maintenance.webhook_endpoints import WebhookEndpoints
 from docfence.reports import ReportRequests, RequestSpec, Templates
 from docfence.reports.templates import TemplateBundle
 
@@ -33,6 +34,10 @@ RULES: dict[str, tuple[set[str], bool, bool]] = {
     "POST /v1/report-requests/{request_id}/retry": ({"submit", "admin"}, True, False),
     "POST /v1/schedules": ({"submit", "admin"}, False, False),
     "GET /v1/schedules": ({"read", "admin"}, False, False),
+    "POST /v1/webhooks/endpoints": ({"admin"}, False, False),
+    "GET /v1/webhooks/endpoints": ({"admin"}, False, False),
+    "POST /v1/webhooks/endpoints/{endpoint_id}/rotate-secret": ({"admin"}, True, False),
+    "DELETE /v1/webhooks/endpoints/{endpoint_id}": ({"admin"}, True, False),
     "GET /console/api/whoami": ({"read", "admin", "operator"}, False, False),
     "GET /console/api/summary": ({"read", "admin", "operator"}, False, False),
     "GET /console/api/jobs": ({"read", "admin", "operator"}, False, False),
@@ -90,6 +95,8 @@ def _fixtures(env: ApiEnv) -> dict[str, str]:
     detail, _ = requests.create(
         RequestSpec(tenant="a", subject="s", period="2026-01", template="a-private@1"), actor="test"
     )
+    endpoint = WebhookEndpoints(env.store, env.settings.webhooks).create(
+        "a", "https://hooks.example.org/a", ["*"], actor="test").endpoint
     location = httpx.get(
         f"{env.base_url}/v1/jobs/{job_id}/artifact", headers={"Authorization": f"Bearer {key}"}
     ).headers["location"]
@@ -100,6 +107,7 @@ def _fixtures(env: ApiEnv) -> dict[str, str]:
         "request_id": detail.request.id,
         "token": location.removeprefix("/v1/signed/"),
         "name": "console.js",
+        "endpoint_id": endpoint.id,
     }
 
 
@@ -114,6 +122,8 @@ def _call(http: httpx.Client, route: str, values: dict[str, str], who: str) -> h
         body = {"json": {"id": f"t-{who}", "html": "<p>x</p>", "schema": {"type": "object"}}}
     elif route in ("POST /v1/report-requests", "POST /v1/schedules"):
         body = {"json": {"subject": f"s-{who}", "period": "2026-02", "template": "shared@1", "data": {}}}
+    elif route == "POST /v1/webhooks/endpoints":
+        body = {"json": {"url": f"https://hooks.example.org/{who}"}}
     elif route in ("POST /console/api/pause", "POST /console/api/resume"):
         body = {"json": {"scope": "raster"}}
     elif route == "POST /console/api/cancel-matching":

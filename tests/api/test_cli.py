@@ -131,12 +131,11 @@ def test_submit_many_files_waits_together_and_downloads(
     capsys.readouterr()
 
     def play_worker() -> None:  # finishes each job once it exists (the CLI is waiting meanwhile)
-        done: set[str] = set()
-        while len(done) < 2:
-            for job in shell.store.list_jobs():
-                if job.id not in done and job.state.value == "queued":
-                    shell.finish(job.id, b"%PDF-1.4 out " + job.id.encode())
-                    done.add(job.id)
+        done = 0
+        while done < 2:
+            for claim in shell.store.claim("test-worker", limit=50):  # one batch: claimed together
+                shell.commit(claim, b"%PDF-1.4 out " + claim.job.id.encode())
+                done += 1
 
     worker = threading.Thread(target=play_worker, daemon=True)
     worker.start()

@@ -11,22 +11,33 @@ from typing import Any
 import pytest
 
 from docfence import config
-from docfence.core.policy import Limits, SanitizePolicy, WatermarkSpec
+from docfence.core.policy import Limits, SanitizePolicy, SigningSpec, VerificationSpec, WatermarkSpec
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 #: Section heading -> the dataclass its table documents, and keys the TOML file cannot set directly.
 SECTIONS: dict[str, tuple[type, set[str]]] = {
-    "## Top-level keys": (config.Settings, {"classes", "worker", "limits", "server"}),
-    "## `[classes.NAME]`: document classes": (config.DocumentClass, {"name"}),
+    "## Top-level keys": (config.Settings, {"classes", "worker", "limits", "server", "webhooks",
+                                            "verification", "signing"}),
+    "## `[classes.NAME]`: document classes": (config.DocumentClass, {"name", "mark_rules"}),
     "### `[classes.NAME.watermark]`": (WatermarkSpec, set()),
     "### `[classes.NAME.sanitize]`": (SanitizePolicy, set()),
+    "### `[classes.NAME.verification]`": (VerificationSpec, {"url", "code"}),  # set per job
+    "### `[classes.NAME.signing]`": (SigningSpec, set()),
+    "## `[verification]`": (config.VerificationConfig, set()),
+    "## `[signing]`": (config.SigningConfig, set()),
     "## `[worker]`": (config.WorkerConfig, set()),
     "## `[limits]`": (Limits, set()),
     "## `[server]`": (config.ServerConfig, set()),
+    "## `[webhooks]`": (config.WebhooksConfig, set()),
 }
 #: Keys the loader reads that are not dataclass fields.
-LOADER_KEYS = {"## Top-level keys": {"builtin_classes": "true"}}
+LOADER_KEYS = {
+    "## Top-level keys": {"builtin_classes": "true"},
+    # read into the class's MarkRules (core/marks.py); defaults checked in test_mark_rule_defaults
+    "## `[classes.NAME]`: document classes": {"marks": "[]", "max_marks": "4", "allowed_fields": "all",
+                                              "timezone": "UTC", "images": "{}"},
+}
 
 
 def _tables() -> dict[str, dict[str, str]]:
@@ -85,3 +96,13 @@ def test_the_example_file_loads(tmp_path: Path) -> None:
     assert set(settings.all_classes()) == {"default", "clinical-summary", "preview"}
     assert settings.document_class(None).watermark.text == "CONFIDENTIAL - external"
     assert settings.worker.lease_ttl_s == 60
+
+
+def test_mark_rule_defaults() -> None:
+    """The class mark keys' documented defaults are MarkRules' own."""
+    from docfence.core.fields import FIELD_NAMES
+    from docfence.core.marks import MarkRules
+
+    rules = MarkRules()
+    assert (rules.marks, rules.max_marks, rules.timezone, rules.images) == ((), 4, "UTC", ())
+    assert rules.allowed_fields == FIELD_NAMES  # "all"

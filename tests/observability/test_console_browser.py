@@ -121,7 +121,8 @@ def _sign_in(page: Any, served: Served, key: str) -> None:
     page.click("#key-form button[type=submit]")
 
 
-def test_tenant_admin_cancels_then_deletes_a_job_with_its_request_id(page: Any, served: Served) -> None:
+def test_tenant_admin_cancels_then_deletes_a_job_with_request_id_and_reasons(page: Any,
+                                                                              served: Served) -> None:
     job_id = _submit(served)
     reader = served.service.create_api_key("acme", ("read",))[1]
     _sign_in(page, served, reader)
@@ -133,21 +134,30 @@ def test_tenant_admin_cancels_then_deletes_a_job_with_its_request_id(page: Any, 
     page.click(f'tr[data-job-id="{job_id}"]')
     page.wait_for_selector("#cancel-btn:not([hidden])")
     page.click("#cancel-btn")
+    assert page.is_hidden("#confirm-request-label")  # a cancel asks only why
+    page.click("#confirm-ok")
+    page.wait_for_selector('#confirm-msg:has-text("reason")')  # a reason is required
+    page.fill("#confirm-reason", "sent to the wrong clinic")
     page.click("#confirm-ok")
     page.wait_for_selector('#job-summary dd[data-state="canceled"]')
     assert "is canceled" in page.inner_text("#action-msg") and page.is_hidden("#cancel-btn")
+    page.wait_for_selector('#timeline li[data-action="cancel_requested"]:has-text("the wrong clinic")')
     page.click("#delete-btn")
-    page.fill("#confirm-reason", "not a request id!")  # refused in the page: the API would 422
+    page.fill("#confirm-request", "not a request id!")  # refused in the page: the API would 422
+    page.fill("#confirm-reason", "patient withdrew consent")
     page.click("#confirm-ok")
     page.wait_for_selector('#confirm-msg:has-text("deletion request")')
-    page.fill("#confirm-reason", "DSR-2026-114")
+    page.fill("#confirm-request", "DSR-2026-114")
     page.click("#confirm-ok")
     page.wait_for_selector('#action-msg:has-text("deleted (request DSR-2026-114)")')
     page.wait_for_selector('#timeline li[data-action="bytes_deleted"]')  # the same render hides the button
     assert page.is_hidden("#delete-btn")
     events = served.store.audit_events(job_id)
     assert served.store.get(job_id).deleted_at is not None
-    assert any("DSR-2026-114" in str(e.reason) + str(e.details) for e in events)
+    cancel = next(e for e in events if e.action == "cancel_requested")
+    assert cancel.details.get("note") == "sent to the wrong clinic"
+    tomb = next(e for e in events if e.action == "bytes_deletion")
+    assert tomb.details == {"request_id": "DSR-2026-114", "note": "patient withdrew consent"}
 
 
 def test_operator_pauses_and_resumes_claims_with_confirmation_and_reason(page: Any, served: Served) -> None:
@@ -265,6 +275,7 @@ def test_bulk_cancel_cancels_the_filtered_jobs_of_the_keys_tenant_only(page: Any
     page.wait_for_selector(f'tr[data-job-id="{vector}"]', state="detached")
     page.click("#bulk-cancel-btn")
     assert "1 shown" in page.inner_text("#confirm-text")
+    page.fill("#confirm-reason", "raster rollback")
     page.click("#confirm-ok")
     page.wait_for_selector('#action-msg:has-text("canceled 1 job(s)")')
     page.wait_for_selector(f'tr[data-job-id="{raster}"][data-state="canceled"]')
@@ -272,6 +283,7 @@ def test_bulk_cancel_cancels_the_filtered_jobs_of_the_keys_tenant_only(page: Any
     assert states == {vector: "queued", raster: "canceled", theirs: "queued"}
     canceled = next(e for e in served.store.audit_events(raster) if e.to_state == "canceled")
     assert canceled.actor.startswith("key:")  # audited as the console user's key
+    assert canceled.details.get("note") == "raster rollback"
 
 
 def test_pages_through_older_jobs_with_the_cursor(browser: Any, clocked: tuple[Served, FakeClock]) -> None:

@@ -12,6 +12,16 @@ let pages = [];  // cursors of the pages before this one (the first page has non
 let cursor = null;  // this page's cursor
 let nextCursor = null;
 
+// A webhook delivery attempt on the job's timeline: its outcome, HTTP status or error, and latency.
+function webhookNote(e) {
+  if (!e.action.startsWith("webhook_")) return "";
+  const d = e.details || {};
+  return "  [" + (d.type || "") + " → " + (d.host || "?") + ": " + (e.reason || "") +
+    (d.status_code ? " HTTP " + d.status_code : "") + (d.error ? " " + d.error : "") +
+    (d.latency_ms != null ? " " + Math.round(d.latency_ms) + " ms" : "") +
+    (d.failure_reason ? " — " + d.failure_reason : "") + "]";
+}
+
 function el(tag, attrs, ...children) {
   const ns = ["svg", "rect", "text", "line", "g", "title"].includes(tag) ? "http://www.w3.org/2000/svg" : null;
   const node = ns ? document.createElementNS(ns, tag) : document.createElement(tag);
@@ -64,27 +74,32 @@ async function act(path, options) {
 // -- confirmation -------------------------------------------------------------------------------------------
 let pending = null;
 
-function ask(text, reason, run) {
-  // reason: null (none asked) or { placeholder, pattern (RegExp), hint }
-  pending = { reason, run };
+function ask(text, reason, run, request) {
+  // reason, request: null (not asked) or { placeholder, pattern (RegExp), hint }; request is the
+  // deletion request id, asked in its own field before the reason.
+  pending = { reason, run, request };
   $("confirm-text").textContent = text;
-  $("confirm-reason-label").hidden = !reason;
-  $("confirm-reason").value = "";
-  $("confirm-reason").placeholder = reason ? reason.placeholder : "";
+  for (const [field, spec] of [["reason", reason], ["request", request]]) {
+    $("confirm-" + field + "-label").hidden = !spec;
+    $("confirm-" + field).value = "";
+    $("confirm-" + field).placeholder = spec ? spec.placeholder : "";
+  }
   $("confirm-msg").textContent = "";
   $("confirm").hidden = false;
-  if (reason) $("confirm-reason").focus();
+  if (request) $("confirm-request").focus(); else if (reason) $("confirm-reason").focus();
 }
 
 async function confirmed() {
   if (!pending) return;
-  const { reason, run } = pending;
+  const { reason, run, request } = pending;
   const value = $("confirm-reason").value.trim();
+  const requestId = $("confirm-request").value.trim();
+  if (request && !request.pattern.test(requestId)) { $("confirm-msg").textContent = request.hint; return; }
   if (reason && !reason.pattern.test(value)) { $("confirm-msg").textContent = reason.hint; return; }
   pending = null;
   $("confirm").hidden = true;
   try {
-    $("action-msg").textContent = await run(value);
+    $("action-msg").textContent = await run(value, requestId);
     $("action-msg").className = "ok";
   } catch (e) {
     if (e instanceof Refused) return;
@@ -193,6 +208,7 @@ async function loadOverview() {
                           "data-lease-expired": j.lease_expired ? "1" : "0", "data-overdue": j.overdue ? "1" : "0" },
       el("td", {}, el("a", { href: "#/job/" + encodeURIComponent(j.id) }, j.id)),
       el("td", { class: "state " + j.state }, j.state), el("td", {}, j.kind), el("td", {}, j.label || "-"),
+      el("td", { class: "filename" }, j.filename || "-"),
       el("td", {}, j.tenant), el("td", {}, j.mode),
       el("td", {}, j.document_class), el("td", {}, j.attempt + "/" + j.max_attempts),
       el("td", {}, fmtAge(j.age_s)),
@@ -214,6 +230,20 @@ function dl(pairs) {
   return pairs.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v ?? "-")]);
 }
 
+// a job's marks and the field values frozen with it (the recipient reads "(hidden)" without the right)
+function marksText(marks) {
+  if (!marks || !marks.length) return "none";
+  const what = (m) => m.kind === "image" ? "image" : m.text === null
+    ? "text (hidden" + (m.fields.length ? "; fields " + m.fields.join(", ") : "") + ")" : "\u201c" + m.text + "\u201d";
+  return marks.map((m, i) => (i + 1) + ". " + what(m) +
+    " " + m.position + ", pages " + m.pages + ", " + m.layer).join("; ");
+}
+
+function fieldsText(fields) {
+  const names = Object.keys(fields || {}).sort();
+  return names.length ? names.map((k) => k + ": " + fields[k]).join(", ") : "none";
+}
+
 async function loadJob(id) {
   const d = await api("/console/api/jobs/" + encodeURIComponent(id));
   const j = d.job, p = d.policy;
@@ -224,6 +254,7 @@ async function loadJob(id) {
     ["created", j.created_at], ["deadline", j.deadline_at], ["lease", (j.lease_owner || "-") + " until " + (j.lease_expires_at || "-")],
     ["last heartbeat", j.heartbeat_at], ["finished", j.finished_at],
     ["last error", j.last_error_code ? j.last_error_code + ": " + (j.last_error_message || "") : "-"],
+    ["marks", marksText(d.marks)], ["fields", fieldsText(d.fields)],
     ["store time", d.now]]));
   $("job-summary").querySelector("dd").setAttribute("data-state", j.state);
   const cancelable = me.can_cancel && ["queued", "rendering"].includes(j.state);
@@ -238,13 +269,17 @@ async function loadJob(id) {
   $("next-steps").replaceChildren(...d.next_steps.map((s) => el("li", {}, s)));
   $("timeline").replaceChildren(...d.timeline.map((e) => el("li", { "data-action": e.action },
     e.at + "  #" + (e.attempt || 0) + "  " + e.action + (e.from !== e.to ? "  " + (e.from || "-") + " → " + e.to : "") +
-    "  by " + e.actor)));
+    "  by " + e.actor + (e.details && e.details.note ? "  — " + e.details.note : "") + webhookNote(e))));
   $("attempts").tBodies[0].replaceChildren(...d.attempts.map((a) => el("tr", {},
     el("td", {}, a.attempt), el("td", {}, a.worker), el("td", {}, a.claimed_at), el("td", {}, a.ended_at || "-"),
     el("td", {}, a.outcome || "running"), el("td", {}, a.error_code || ""))));
   const o = d.observation;
   $("observation").replaceChildren(o ? el("span", {}, o.provider + ": status " + (o.status || "-") + " (" + o.kind +
     "), observed " + o.observed_at + ", " + o.passes + " pass(es), outcome " + (o.outcome || "-")) : "none");
+  const iv = d.issue || {}, code = iv.verification, sig = iv.signature;
+  const issued = [code ? "code " + code.status + " (pages " + code.pages + ")" : null,
+                  sig ? "signature " + sig.status + (sig.signer ? " by " + sig.signer : "") : null].filter(Boolean);
+  $("issue").replaceChildren(issued.length ? issued.join("; ") : "none");
   const v = d.validation;
   $("validation").replaceChildren(v ? el("ul", {}, ...v.checks.map((c) => el("li", { class: c.ok ? "ok" : "bad" },
     (c.ok ? "✓ " : "✗ ") + c.name + (c.failures.length ? ": " + c.failures.join("; ") : "")))) : "none");
@@ -269,8 +304,9 @@ function setClaims(action) {
 // The job actions call the same /v1 routes as the CLI and the client; the server checks the key.
 function cancelJob() {
   const id = $("job-actions").dataset.jobId;
-  ask("Cancel job " + id + "? A rendering attempt is stopped; this cannot be undone.", null, async () => {
-    const r = await act("/v1/jobs/" + encodeURIComponent(id) + "/cancel", { method: "POST" });
+  ask("Cancel job " + id + "? A rendering attempt is stopped; this cannot be undone.", REASON, async (reason) => {
+    const q = new URLSearchParams({ reason });
+    const r = await act("/v1/jobs/" + encodeURIComponent(id) + "/cancel?" + q.toString(), { method: "POST" });
     return "job " + r.id + " is " + r.state;
   });
 }
@@ -296,8 +332,8 @@ function bulkCancel() {
   const shown = Array.from($("jobs").tBodies[0].rows)
     .filter((r) => ["queued", "rendering"].includes(r.dataset.state)).length;
   ask("Cancel every queued or rendering job of your tenant matching these filters (" + shown +
-      " shown in the table)? This cannot be undone.", null, async () => {
-    const r = await act("/console/api/cancel-matching", { method: "POST", body: JSON.stringify(body) });
+      " shown in the table)? This cannot be undone.", REASON, async (reason) => {
+    const r = await act("/console/api/cancel-matching", { method: "POST", body: JSON.stringify(Object.assign(body, { reason })) });
     return "canceled " + r.canceled.length + " job(s)" + (r.skipped.length ? ", " + r.skipped.length + " had already ended" : "");
   });
 }
@@ -305,13 +341,14 @@ function bulkCancel() {
 function deleteJob() {
   const id = $("job-actions").dataset.jobId;
   ask("Delete every byte of job " + id + " (input, attempts, artifact)? Its metadata stays as a tombstone.",
-    { placeholder: "deletion request id, e.g. DSR-2026-114", pattern: /^[A-Za-z0-9._:-]{1,128}$/,
-      hint: "give the deletion request this fulfils: 1-128 letters, digits or ._:-" },
-    async (reason) => {
-      const q = new URLSearchParams({ request_id: reason });
+    REASON,
+    async (reason, requestId) => {
+      const q = new URLSearchParams({ request_id: requestId, reason });
       const r = await act("/v1/jobs/" + encodeURIComponent(id) + "?" + q.toString(), { method: "DELETE" });
-      return "job " + r.id + " deleted (request " + reason + ")";
-    });
+      return "job " + r.id + " deleted (request " + requestId + ")";
+    },
+    { placeholder: "deletion request id, e.g. DSR-2026-114", pattern: /^[A-Za-z0-9._:-]{1,128}$/,
+      hint: "give the deletion request this fulfils: 1-128 letters, digits or ._:-" });
 }
 
 // -- routing ------------------------------------------------------------------------------------------------

@@ -10,11 +10,11 @@ SELECT coalesce(:now::timestamptz, now()) AS now;
 INSERT INTO jobs AS j (id, tenant, kind, document_class, mode, region, policy, state, attempt, max_attempts,
                   lease_ttl_s, retry_backoff_s, deadline_at, run_after, retention_until, idempotency_key,
                   request_hash, input_key, input_sha256, input_bytes, parent_job_id, report_request_id,
-                  created_at, updated_at, audit_seq)
+                  label, filename, sealed_password, created_at, updated_at, audit_seq)
 SELECT :id, :tenant, :kind, :document_class, :mode, :region, :policy::jsonb, 'queued', 0, :max_attempts,
        :lease_ttl_s, :retry_backoff_s, t.now + make_interval(secs => :deadline_s), t.now, t.now + make_interval(secs => :retention_s), :idempotency_key,
        :request_hash, :input_key, :input_sha256, :input_bytes, :parent_job_id, :report_request_id,
-       t.now, t.now, 1
+       :label, :filename, :sealed_password, t.now, t.now, 1
 FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS t
 WHERE true
 ON CONFLICT DO NOTHING
@@ -188,11 +188,13 @@ SELECT * FROM attempts WHERE job_id = :job_id ORDER BY attempt;
 SELECT state, count(*) AS n FROM jobs GROUP BY state;
 
 -- name: list_jobs
--- Jobs filtered by optional state/tenant/mode/class, newest first, bounded.
+-- Jobs filtered by optional state/tenant/mode/class/label/filename and creation range, newest first, bounded.
 SELECT * FROM jobs
  WHERE (:state::text IS NULL OR state = :state) AND (:tenant::text IS NULL OR tenant = :tenant)
    AND (:mode::text IS NULL OR mode = :mode) AND (:document_class::text IS NULL OR document_class = :document_class)
+   AND (:label::text IS NULL OR label = :label) AND (:filename::text IS NULL OR filename = :filename)
    AND (:created_before::timestamptz IS NULL OR created_at < :created_before)
+   AND (:created_after::timestamptz IS NULL OR created_at >= :created_after)
    AND (:after_at::timestamptz IS NULL OR created_at < :after_at
         OR (created_at = :after_at AND id < :after_id::text))
  ORDER BY created_at DESC, id DESC LIMIT :limit;
@@ -231,7 +233,8 @@ SELECT * FROM class_modes ORDER BY document_class;
 -- name: truncate_all
 -- Tests only: empty every table.
 TRUNCATE audit_events, audit_chains, artifacts, attempts, claim_pauses, class_modes, jobs,
-         provider_observations, report_requests, schedules, templates, template_owners;
+         provider_observations, report_requests, schedules, templates, template_owners,
+         webhook_attempts, webhook_deliveries, webhook_events, webhook_endpoints;
 
 -- name: insert_api_key
 -- Store a new key's hash (never the key).
@@ -323,3 +326,26 @@ RETURNING jobs.*,
 SELECT l->>0 AS chain, (l->>1)::int AS chain_seq,
        (SELECT e.hash FROM audit_events AS e WHERE e.chain = l->>0 AND e.chain_seq = (l->>1)::int) AS hash
   FROM jsonb_array_elements(:links::jsonb) AS l;
+
+-- name: insert_jobs_many
+-- Create many queued jobs in one statement (a batch submission): :items is a JSON array of the
+-- insert_job parameters (policy as JSON text). A row whose idempotency key is taken is skipped (not
+-- returned); the caller resolves it like insert_job's conflict.
+INSERT INTO jobs AS j (id, tenant, kind, document_class, mode, region, policy, state, attempt, max_attempts,
+                  lease_ttl_s, retry_backoff_s, deadline_at, run_after, retention_until, idempotency_key,
+                  request_hash, input_key, input_sha256, input_bytes, parent_job_id, report_request_id,
+                  label, filename, sealed_password, created_at, updated_at, audit_seq)
+SELECT i.id, i.tenant, i.kind, i.document_class, i.mode, i.region, i.policy::jsonb, 'queued', 0, i.max_attempts,
+       i.lease_ttl_s, i.retry_backoff_s, t.now + make_interval(secs => i.deadline_s), t.now,
+       t.now + make_interval(secs => i.retention_s), i.idempotency_key,
+       i.request_hash, i.input_key, i.input_sha256, i.input_bytes, i.parent_job_id, i.report_request_id,
+       i.label, i.filename, i.sealed_password, t.now, t.now, 1
+FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS t,
+     jsonb_to_recordset(:items::jsonb) AS i(id text, tenant text, kind text, document_class text, mode text,
+         region text, policy text, max_attempts integer, lease_ttl_s double precision,
+         retry_backoff_s double precision, deadline_s double precision, retention_s double precision,
+         idempotency_key text, request_hash text, input_key text, input_sha256 text, input_bytes bigint,
+         parent_job_id text, report_request_id text, label text, filename text, sealed_password boolean)
+WHERE true
+ON CONFLICT DO NOTHING
+RETURNING *;

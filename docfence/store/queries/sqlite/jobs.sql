@@ -10,11 +10,11 @@ SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now;
 INSERT INTO jobs (id, tenant, kind, document_class, mode, region, policy, state, attempt, max_attempts,
                   lease_ttl_s, retry_backoff_s, deadline_at, run_after, retention_until, idempotency_key,
                   request_hash, input_key, input_sha256, input_bytes, parent_job_id, report_request_id,
-                  created_at, updated_at, audit_seq)
+                  label, filename, sealed_password, created_at, updated_at, audit_seq)
 SELECT :id, :tenant, :kind, :document_class, :mode, :region, :policy, 'queued', 0, :max_attempts,
        :lease_ttl_s, :retry_backoff_s, t.now + :deadline_s, t.now, t.now + :retention_s, :idempotency_key,
        :request_hash, :input_key, :input_sha256, :input_bytes, :parent_job_id, :report_request_id,
-       t.now, t.now, 1
+       :label, :filename, :sealed_password, t.now, t.now, 1
 FROM (SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now) AS t
 WHERE true
 ON CONFLICT DO NOTHING
@@ -180,12 +180,17 @@ SELECT * FROM attempts WHERE job_id = :job_id ORDER BY attempt;
 SELECT state, count(*) AS n FROM jobs GROUP BY state;
 
 -- name: list_jobs
--- Jobs filtered by optional state/tenant/mode/class, newest first, bounded.
+-- Jobs filtered by optional state/tenant/mode/class/label/filename and creation range, newest first, bounded.
+-- Times given here went through Python's microsecond datetimes, so they are compared with created_at
+-- rounded to the microsecond: a cursor or bound taken from a row matches that row exactly.
 SELECT * FROM jobs
  WHERE (:state IS NULL OR state = :state) AND (:tenant IS NULL OR tenant = :tenant)
    AND (:mode IS NULL OR mode = :mode) AND (:document_class IS NULL OR document_class = :document_class)
-   AND (:created_before IS NULL OR created_at < :created_before)
-   AND (:after_at IS NULL OR created_at < :after_at OR (created_at = :after_at AND id < :after_id))
+   AND (:label IS NULL OR label = :label) AND (:filename IS NULL OR filename = :filename)
+   AND (:created_before IS NULL OR round(created_at, 6) < round(:created_before, 6))
+   AND (:created_after IS NULL OR round(created_at, 6) >= round(:created_after, 6))
+   AND (:after_at IS NULL OR round(created_at, 6) < round(:after_at, 6)
+        OR (round(created_at, 6) = round(:after_at, 6) AND id < :after_id))
  ORDER BY created_at DESC, id DESC LIMIT :limit;
 
 -- name: insert_pause
@@ -221,6 +226,8 @@ SELECT * FROM class_modes ORDER BY document_class;
 
 -- name: truncate_all
 -- Tests only: empty every table.
+DELETE FROM webhook_attempts; DELETE FROM webhook_deliveries; DELETE FROM webhook_events;
+DELETE FROM webhook_endpoints;
 DELETE FROM audit_events; DELETE FROM audit_chains; DELETE FROM artifacts; DELETE FROM attempts;
 DELETE FROM claim_pauses; DELETE FROM class_modes; DELETE FROM jobs;
 DELETE FROM provider_observations; DELETE FROM report_requests; DELETE FROM schedules;
@@ -304,3 +311,24 @@ SELECT json_extract(l.value, '$[0]') AS chain, json_extract(l.value, '$[1]') AS 
        (SELECT e.hash FROM audit_events AS e
          WHERE e.chain = json_extract(l.value, '$[0]') AND e.chain_seq = json_extract(l.value, '$[1]')) AS hash
   FROM json_each(:links) AS l;
+
+-- name: insert_jobs_many
+-- Create many queued jobs in one statement (a batch submission): :items is a JSON array of the
+-- insert_job parameters (policy as JSON text). A row whose idempotency key is taken is skipped (not
+-- returned); the caller resolves it like insert_job's conflict.
+INSERT INTO jobs (id, tenant, kind, document_class, mode, region, policy, state, attempt, max_attempts,
+                  lease_ttl_s, retry_backoff_s, deadline_at, run_after, retention_until, idempotency_key,
+                  request_hash, input_key, input_sha256, input_bytes, parent_job_id, report_request_id,
+                  label, filename, sealed_password, created_at, updated_at, audit_seq)
+SELECT i.value ->> '$.id', i.value ->> '$.tenant', i.value ->> '$.kind', i.value ->> '$.document_class',
+       i.value ->> '$.mode', i.value ->> '$.region', i.value ->> '$.policy', 'queued', 0,
+       i.value ->> '$.max_attempts', i.value ->> '$.lease_ttl_s', i.value ->> '$.retry_backoff_s',
+       t.now + (i.value ->> '$.deadline_s'), t.now, t.now + (i.value ->> '$.retention_s'),
+       i.value ->> '$.idempotency_key', i.value ->> '$.request_hash', i.value ->> '$.input_key',
+       i.value ->> '$.input_sha256', i.value ->> '$.input_bytes', i.value ->> '$.parent_job_id',
+       i.value ->> '$.report_request_id', i.value ->> '$.label', i.value ->> '$.filename',
+       i.value ->> '$.sealed_password', t.now, t.now, 1
+FROM (SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now) AS t, json_each(:items) AS i
+WHERE true
+ON CONFLICT DO NOTHING
+RETURNING *;

@@ -1,0 +1,109 @@
+"""Signing and verification-code stage benchmark: what each adds per document, on generated 1- and
+20-page documents and the dense 2,000-page one, in one warm process (as a render process forked from the
+warm zygote runs them). The target (issue 18): signing adds <= 50 ms per document plus the hash of its
+bytes. Signing hashes the file once to sign and once to validate, so `overhead_ms` = sign + prove - 2 x
+sha256 of the signed bytes; all three are also printed. The key is a throwaway CA's (RSA 2048), opened
+once from PKCS#12 as the worker does at start-up and handed over as the render process receives it.
+
+Usage: python bench/signing.py [--json] [--repeat N] [--quick]
+"""
+
+# ruff: noqa: E402  (sys.path is fixed before the imports below)
+from __future__ import annotations
+
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]  # bench/queue.py shadows queue
+
+import argparse
+import hashlib
+import json
+import platform
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+from docfence import engines
+from docfence.benchmarks.dense import dense_pdf
+from docfence.core.clock import monotonic
+from docfence.core.policy import JobPolicy, SigningSpec, VerificationSpec
+from docfence.engines import samples, signing, verify_code
+from docfence.testing.signing_ca import make_test_ca
+
+URL = "https://verify.example.org/v1/verify/01JABCDEFGHJKMNPQRSTVWXYZ0?c=ABCDEFGHJKMNPQRS"
+TARGET_MS = 50.0
+
+
+def timed(fn: Callable[[], Any], repeat: int) -> tuple[list[float], Any]:
+    times, result = [], None
+    for _ in range(repeat):
+        started = monotonic()
+        result = fn()
+        times.append((monotonic() - started) * 1000)
+    return times, result
+
+
+def summary(times: list[float]) -> dict[str, float]:
+    ordered = sorted(times)
+    return {"median_ms": round(statistics.median(ordered), 2),
+            "p90_ms": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.9))], 2)}
+
+
+def measure(name: str, data: bytes, key: signing.SigningKey, repeat: int) -> dict[str, Any]:
+    marked = engines.process(data, JobPolicy()).output
+    out: dict[str, Any] = {"document": name, "bytes": len(marked)}
+    for visible in (False, True):
+        spec = SigningSpec(visible=visible)
+        sign_t, signed = timed(lambda spec=spec: signing.sign(marked, spec, key), repeat)
+        prove_t, checks = timed(lambda spec=spec, signed=signed: signing.prove(signed, spec, key), repeat)
+        assert all(c["ok"] for c in checks), checks
+        hash_t, _ = timed(lambda signed=signed: hashlib.sha256(signed).digest(), repeat)
+        overhead = [s + p - 2 * h for s, p, h in zip(sign_t, prove_t, hash_t, strict=True)]
+        out["visible" if visible else "invisible"] = {
+            "sign": summary(sign_t), "prove": summary(prove_t), "sha256": summary(hash_t),
+            "overhead": summary(overhead), "meets_target": statistics.median(overhead) <= TARGET_MS}
+    code = VerificationSpec(url=URL, pages="last")
+    stamp_t, stamped = timed(lambda: verify_code.stamp(marked, code, mode="vector", dpi=150), repeat)
+    check_t, checks = timed(lambda: verify_code.prove(marked, stamped, code, mode="vector", dpi=150), repeat)
+    assert all(c["ok"] for c in checks), checks
+    out["verification_code"] = {"stamp": summary(stamp_t), "prove": summary(check_t)}
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--quick", action="store_true", help="skip the 2,000-page document")
+    args = parser.parse_args()
+    made = make_test_ca()
+    opened = signing.SigningKey.from_pkcs12(made.pkcs12, made.password)
+    key = signing.SigningKey.from_request(opened.to_request())  # as a render process receives it
+    assert key is not None
+    warm = engines.process(samples.many_pages(1), JobPolicy()).output
+    signing.sign(warm, SigningSpec(), key)  # imports, as the warm zygote has them
+    documents = [("1 page", samples.many_pages(1)), ("20 pages", samples.many_pages(20))]
+    if not args.quick:
+        documents.append(("dense 2,000 pages", dense_pdf(2000)))
+    results = [measure(name, data, key, args.repeat if "2,000" not in name else max(3, args.repeat // 5))
+               for name, data in documents]
+    report = {"bench": "signing", "target_overhead_ms": TARGET_MS, "repeat": args.repeat,
+              "machine": {"cpus": os.cpu_count(), "load_1m": round(os.getloadavg()[0], 2),
+                          "python": platform.python_version()},
+              "results": results}
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        for r in results:
+            inv, vis = r["invisible"], r["visible"]
+            print(f"{r['document']:>18}: invisible overhead {inv['overhead']['median_ms']} ms, visible "
+                  f"{vis['overhead']['median_ms']} ms (sha256 {inv['sha256']['median_ms']} ms); code stamp "
+                  f"{r['verification_code']['stamp']['median_ms']} ms + proof "
+                  f"{r['verification_code']['prove']['median_ms']} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""Public verification routes (no key, rate-limited per client address): what a recipient who scanned a
+document's QR code may learn about it, and whether the file in their hands is the one issued."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, FastAPI, File, Form, Query, UploadFile
+from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
+
+from docfence.api.deps import ServiceDep
+from docfence.api.errors import error_responses
+from docfence.api.jobs import JobId
+from docfence.api.rate_limit import ClientRateLimiter, RateLimitMiddleware
+from docfence.config import Settings
+
+router = APIRouter(prefix="/v1/verify", tags=["verification"])
+Code = Annotated[str | None, Query(alias="c", max_length=64, description="The code printed in the QR URL")]
+
+
+class VerifyOut(BaseModel):
+    """Everything a recipient is told: never content, recipient or tenant."""
+
+    organisation: str
+    issued_at: datetime
+    sha256: str
+    deleted: bool
+
+
+class MatchOut(BaseModel):
+    match: bool
+    sha256: str  # the hash that was compared (of the uploaded file, or as given)
+
+
+@router.get("/{job_id}", response_model=VerifyOut, responses=error_responses(404, 422, 429))
+def verify(job_id: JobId, service: ServiceDep, c: Code = None) -> VerifyOut:
+    """Who issued the document, when, the sha256 of the issued file, and whether it was deleted since.
+    404 for an unknown id, a wrong code, or a job that issued no verifiable document (alike)."""
+    record = service.verifier.record(job_id, c)
+    return VerifyOut(organisation=record.organisation, issued_at=record.issued_at, sha256=record.sha256,
+                     deleted=record.deleted)
+
+
+@router.post("/{job_id}", response_model=MatchOut, responses=error_responses(404, 413, 422, 429))
+async def verify_file(
+    job_id: JobId, service: ServiceDep, c: Code = None,
+    file: Annotated[UploadFile | None, File(description="The document to compare")] = None,
+    sha256: Annotated[str | None, Form(max_length=64, description="Or only its sha256 (hex)")] = None,
+) -> MatchOut:
+    """Whether a file (or its sha256) is the issued document, byte for byte. Exactly one of `file` and
+    `sha256`; the same 404 as GET for anything that is not a verifiable document."""
+    match, digest = await run_in_threadpool(service.verifier.matches, job_id, c, sha256=sha256,
+                                            file=file.file if file is not None else None)
+    return MatchOut(match=match, sha256=digest)
+
+
+def install(app: FastAPI, settings: Settings, clock: Callable[[], float]) -> None:
+    """The routes and their per-address limiter (mounted inside the request gate's body limits);
+    `clock` is the service's monotonic clock, so tests refill the buckets by moving a fake clock."""
+    app.include_router(router)
+    config = settings.verification
+    app.add_middleware(RateLimitMiddleware, prefix=router.prefix + "/",
+                       limiter=ClientRateLimiter(config.requests_per_minute, config.burst, clock=clock))

@@ -1,0 +1,84 @@
+"""A job's PDF password, sealed (Fernet: AES-128-CBC + HMAC-SHA256) and kept as a blob beside the job's
+input, so it lives exactly as long as the input: deleting the job's bytes (deletion request, retention)
+removes it with them. Never in the database, logs or events; only the worker unseals it, for the render."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.fernet import Fernet, InvalidToken
+
+from docfence.blobs.base import BlobStore
+from docfence.config import Settings
+from docfence.core.errors import BlobError, BlobNotFound, ConfigError
+
+KEY_FILE = "password.key"
+
+
+def password_key(job_prefix: str) -> str:
+    """Where a job's sealed password lives (under the job's prefix, so it goes with the job's bytes)."""
+    return f"{job_prefix}password.sealed"
+
+
+def load_key(settings: Settings) -> bytes:
+    """DOCFENCE_PASSWORD_KEY, or a key generated once (mode 0600) in the data folder. The API servers
+    and workers of one deployment must share it; ConfigError names the setting when there is none."""
+    if settings.password_key:
+        key = settings.password_key.encode("ascii", "replace")
+        _check(key)
+        return key
+    folder = settings.data_folder()
+    if folder is None:
+        raise ConfigError("set DOCFENCE_PASSWORD_KEY (a Fernet key, e.g. from "
+                          "cryptography.fernet.Fernet.generate_key()): without a local data folder, API "
+                          "servers and workers must share one to accept PDF passwords", field="password_key")
+    return _key_file(folder / KEY_FILE)
+
+
+def _key_file(path: Path) -> bytes:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        key = path.read_bytes().strip()
+        _check(key)
+        return key
+    with os.fdopen(fd, "wb") as out:
+        out.write(Fernet.generate_key())
+    return path.read_bytes().strip()
+
+
+def _check(key: bytes) -> None:
+    try:
+        Fernet(key)
+    except ValueError:
+        raise ConfigError("DOCFENCE_PASSWORD_KEY must be a Fernet key (32 url-safe base64-encoded bytes)",
+                          field="password_key") from None
+
+
+@dataclass(frozen=True)
+class PasswordSeal:
+    """Seals a password into a job's blob and unseals it; the key never leaves this object."""
+
+    key: bytes
+
+    def seal(self, blobs: BlobStore, job_prefix: str, password: str) -> str:
+        """Store the sealed password; returns its blob key."""
+        where = password_key(job_prefix)
+        blobs.put(where, Fernet(self.key).encrypt(password.encode("utf-8")))
+        return where
+
+    def unseal(self, blobs: BlobStore, job_prefix: str) -> str | None:
+        """The job's password, or None when it was submitted without one. BlobError when the sealed
+        blob cannot be opened with this key (a key that differs between API server and worker)."""
+        try:
+            token = blobs.get(password_key(job_prefix))
+        except BlobNotFound:
+            return None
+        try:
+            return Fernet(self.key).decrypt(token).decode("utf-8")
+        except InvalidToken:
+            raise BlobError("the job's sealed password cannot be opened with this DOCFENCE_PASSWORD_KEY "
+                            "(the API server and the worker must share it)") from None

@@ -1,0 +1,247 @@
+"""What one mark draws, as a Form XObject in outline units (1000 per em; an image is 1000 units tall):
+text as glyph outlines (a text with `{page}` as runs, so only the page number is drawn per page), a PNG
+as an image XObject with its alpha as a soft mask, an SVG converted to PDF vector graphics by WeasyPrint
+(already our report renderer) with every external reference refused."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import functools
+import io
+import re
+from dataclasses import dataclass
+from xml.etree import ElementTree
+
+import pikepdf
+import pypdfium2 as pdfium
+from PIL import Image
+
+from docfence.core.errors import ConfigError
+from docfence.engines.marks import PageMark
+from docfence.engines.outline_text import UNITS, Outline, outline_text
+
+MAX_IMAGE_PIXELS = 4096 * 4096
+_SPACE = UNITS * 0.3  # outline_text's advance for a space
+
+
+@dataclass(frozen=True)
+class Art:
+    """What a mark draws as forms placed along the line (x offset in outline units, form), and its
+    extent (the layout reads `outline.bbox`, `.width`, `.height`). Static text and images are one form;
+    text with `{page}` is its static runs' forms plus one shared form per character of the page number,
+    so each page adds only the few bytes that place them."""
+
+    pieces: tuple[tuple[float, pikepdf.Stream], ...]
+    outline: Outline
+
+    @property
+    def form(self) -> pikepdf.Stream:
+        return self.pieces[0][1]
+
+
+class ArtShop:
+    """Makes each distinct piece of art once per output file, so a static mark, a run of text shared by
+    every page and a logo are one object however many pages draw them."""
+
+    def __init__(self, pdf: pikepdf.Pdf) -> None:
+        self.pdf = pdf
+        self._made: dict[tuple[str, str], Art] = {}
+
+    def art(self, mark: PageMark) -> Art:
+        spec = mark.spec
+        if spec.image is not None:
+            return self._once(("image", spec.image), lambda: self._image(spec.image or ""))
+        if len(mark.runs) <= 1:
+            return self._once(("text", mark.text), lambda: self._text(mark.text))
+        return self._once(("runs", mark.text), lambda: self._runs(mark))
+
+    def _once(self, key: tuple[str, str], make: object) -> Art:
+        if key not in self._made:
+            self._made[key] = make()  # type: ignore[operator]
+        return self._made[key]
+
+    def form(self, content: bytes, bbox: tuple[float, ...], resources: pikepdf.Dictionary) -> pikepdf.Stream:
+        form = self.pdf.make_stream(content)
+        form.Type = pikepdf.Name.XObject
+        form.Subtype = pikepdf.Name.Form
+        form.BBox = pikepdf.Array([round(v, 4) for v in bbox])
+        form.Resources = resources
+        return form
+
+    def _text(self, text: str) -> Art:
+        outline = outline_text(text)
+        return Art(((0.0, self.form(outline.ops, _pad(outline.bbox), pikepdf.Dictionary())),), outline)
+
+    def _runs(self, mark: PageMark) -> Art:
+        """Runs laid end to end: a static run is one shared form, a page-dependent run one shared form
+        per character (a footer "7/20" draws the form of the text before it, of "7" and of "/20")."""
+        x, box, pieces = 0.0, None, []
+        for text, per_page in mark.runs:
+            for chunk in (text if per_page else [text]):
+                if not chunk.strip():
+                    x += _SPACE * len(chunk)
+                    continue
+                piece = self._once(("text", chunk), lambda c=chunk: self._text(c))  # type: ignore[misc]
+                pieces.append((x, piece.form))
+                b = piece.outline.bbox
+                box = _union(box, (b[0] + x, b[1], b[2] + x, b[3]))
+                x += piece.outline.advance
+        if box is None:
+            raise ConfigError("the mark text has nothing visible to draw")
+        return Art(tuple(pieces), Outline(b"", box, x))
+
+    def _image(self, uri: str) -> Art:
+        """The image scaled to 1000 units tall, its aspect kept; an SVG stays vector graphics."""
+        kind, data = decode_image(uri)
+        if kind == "svg":
+            src = _svg_source(data)
+            inner = self.pdf.copy_foreign(src.pages[0].as_form_xobject())
+            width, height = (float(v) for v in inner.BBox[2:4])
+            scale = UNITS / height
+            content = f"q {scale:.6f} 0 0 {scale:.6f} 0 0 cm /DfArt Do Q\n"
+        else:
+            inner = _png_xobject(self.pdf, data)
+            width, height = float(inner.Width), float(inner.Height)
+            content = f"q {width * UNITS / height:.4f} 0 0 {UNITS:.4f} 0 0 cm /DfArt Do Q\n"
+        w = width * UNITS / height
+        resources = pikepdf.Dictionary(XObject=pikepdf.Dictionary(DfArt=inner))
+        form = self.form(content.encode("ascii"), (0.0, 0.0, w, UNITS), resources)
+        return Art(((0.0, form),), Outline(b"", (0.0, 0.0, w, UNITS), w))
+
+
+def decode_image(uri: str) -> tuple[str, bytes]:
+    """("png" | "svg", bytes) of a mark's data URI; ConfigError when it is neither."""
+    header, _, payload = uri.partition(",")
+    kind = {"data:image/png;base64": "png", "data:image/svg+xml;base64": "svg"}.get(header)
+    if kind is None:
+        raise ConfigError("a mark image must be a PNG or SVG data URI", field="image")
+    try:
+        return kind, base64.b64decode(payload, validate=True)
+    except ValueError as exc:
+        raise ConfigError("a mark image is not valid base64", field="image") from exc
+
+
+@functools.lru_cache(maxsize=8)
+def check_image(uri: str) -> tuple[float, float]:
+    """Decode and convert the image once, as the engine will: (width, height) in points or pixels;
+    ConfigError naming the problem (not an image, too many pixels, SVG text, external references)."""
+    kind, data = decode_image(uri)
+    if kind == "svg":
+        box = _svg_source(data).pages[0].mediabox
+        return float(box[2]), float(box[3])
+    width, height = _png_pixels(data).size
+    return float(width), float(height)
+
+
+def _png_pixels(data: bytes) -> Image.Image:
+    try:
+        img = Image.open(io.BytesIO(data))
+        if img.format != "PNG":
+            raise ConfigError("a mark image declared as PNG is not a PNG", field="image")
+        if img.size[0] * img.size[1] > MAX_IMAGE_PIXELS:
+            raise ConfigError(f"a mark image may have at most {MAX_IMAGE_PIXELS} pixels", field="image")
+        img.load()
+    except (OSError, Image.DecompressionBombError) as exc:
+        raise ConfigError("a mark image is not a readable PNG", field="image") from exc
+    return img
+
+
+def _png_xobject(pdf: pikepdf.Pdf, data: bytes) -> pikepdf.Stream:
+    img = _png_pixels(data)
+    rgba = img.convert("RGBA")
+    stream = _raw_image(pdf, rgba.convert("RGB").tobytes(), rgba.size, "/DeviceRGB")
+    alpha = rgba.getchannel("A")
+    if alpha.getextrema() != (255, 255):
+        stream.SMask = _raw_image(pdf, alpha.tobytes(), rgba.size, "/DeviceGray")
+    return stream
+
+
+def _raw_image(pdf: pikepdf.Pdf, pixels: bytes, size: tuple[int, int], space: str) -> pikepdf.Stream:
+    import zlib
+
+    stream = pdf.make_stream(zlib.compress(pixels, 6))
+    stream.Type, stream.Subtype = pikepdf.Name.XObject, pikepdf.Name.Image
+    stream.Width, stream.Height, stream.BitsPerComponent = size[0], size[1], 8
+    stream.ColorSpace = pikepdf.Name(space)
+    stream.Filter = pikepdf.Name.FlateDecode
+    return stream
+
+
+@functools.lru_cache(maxsize=8)
+def _svg_pdf(data: bytes) -> bytes:
+    """The SVG drawn by WeasyPrint on a page of its own size. Cached per process, so the engine and the
+    validator (which rebuilds the mark to compare) import the very same bytes."""
+    from weasyprint import HTML
+
+    from docfence.engines.report_fetch import BundleFetcher, quiet_weasyprint
+
+    width, height = _svg_size(data)
+    fetcher = BundleFetcher({"mark.svg": data})
+    html = (f'<style>@page{{size:{width:.3f}px {height:.3f}px;margin:0}}body{{margin:0}}'
+            f'img{{display:block;width:{width:.3f}px;height:{height:.3f}px}}</style>'
+            '<img src="docfence-asset://bundle/mark.svg">')
+    with quiet_weasyprint():
+        pdf = HTML(string=html, base_url="docfence-asset://bundle/", url_fetcher=fetcher).write_pdf()
+    if fetcher.refused:
+        raise ConfigError("a mark SVG may not reference other files or URLs", field="image")
+    doc = pdfium.PdfDocument(pdf)
+    try:
+        if len(doc) != 1:
+            raise ConfigError("a mark SVG must fit on one page", field="image")
+        text = doc[0].get_textpage().get_text_range().strip()
+    finally:
+        doc.close()
+    if text:
+        raise ConfigError("a mark SVG may not hold text elements: convert its text to paths", field="image")
+    return bytes(pdf)
+
+
+_UNIT_PX = {"": 1.0, "px": 1.0, "pt": 4 / 3, "pc": 16.0, "mm": 96 / 25.4, "cm": 96 / 2.54, "in": 96.0}
+_LENGTH_RE = re.compile(r"\s*([0-9]*\.?[0-9]+)\s*(px|pt|pc|mm|cm|in)?\s*")
+
+
+def _svg_size(data: bytes) -> tuple[float, float]:
+    """The SVG's size in CSS pixels from its root's width and height, else its viewBox."""
+    try:
+        root = ElementTree.fromstring(data)
+    except ElementTree.ParseError as exc:
+        raise ConfigError("a mark SVG is not well-formed XML", field="image") from exc
+    if not root.tag.endswith("svg"):
+        raise ConfigError("a mark SVG must have <svg> as its root element", field="image")
+    sizes = [_length(root.get(name)) for name in ("width", "height")]
+    box = (root.get("viewBox") or "").replace(",", " ").split()
+    if None in sizes and len(box) == 4:
+        with contextlib.suppress(ValueError):
+            sizes = [float(box[2]), float(box[3])]
+    width, height = sizes
+    if width is None or height is None or not (0 < width <= 10_000 and 0 < height <= 10_000):
+        raise ConfigError("a mark SVG needs a width and height (or a viewBox) of 1-10000 px", field="image")
+    return width, height
+
+
+def _length(value: str | None) -> float | None:
+    match = _LENGTH_RE.fullmatch(value or "")
+    return float(match.group(1)) * _UNIT_PX[match.group(2) or ""] if match else None
+
+
+def _svg_source(data: bytes) -> pikepdf.Pdf:
+    """The converted SVG opened (the caller keeps it open while it copies from it)."""
+    try:
+        return pikepdf.open(io.BytesIO(_svg_pdf(data)))
+    except pikepdf.PdfError as exc:
+        raise ConfigError("a mark SVG could not be converted", field="image") from exc
+
+
+def _pad(bbox: tuple[float, float, float, float]) -> tuple[float, ...]:
+    return (bbox[0] - 10, bbox[1] - 10, bbox[2] + 10, bbox[3] + 10)
+
+
+def _union(a: tuple[float, float, float, float] | None,
+           b: tuple[float, float, float, float]) -> tuple[float, float, float, float]:
+    if a is None:
+        return b
+    return (min(a[0], b[0]), min(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3]))
+
+
+__all__ = ["Art", "ArtShop", "check_image", "decode_image"]

@@ -1,0 +1,74 @@
+"""The marks of one job as the engines see them: every mark's spec, the job's resolved field values, and
+what each page gets (which marks, with which text), shared by the vector and raster engines and the
+validator so all three agree on what a page must show."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from docfence.core.fields import fill, split_runs
+from docfence.core.policy import JobPolicy, WatermarkSpec
+
+Runs = tuple[tuple[str, bool], ...]  # (text, changes per page)
+
+
+@dataclass(frozen=True)
+class PageMark:
+    """One mark as drawn on one page. `index` is its place in the job's list (its resource name is
+    `/DfWm<index>`); `text` and `runs` are filled for this page ("" and () for an image mark)."""
+
+    index: int
+    spec: WatermarkSpec
+    text: str
+    runs: Runs
+
+    @property
+    def per_page(self) -> bool:
+        """Drawn with a form of its own on each page (its text holds `{page}`)."""
+        return any(dynamic for _, dynamic in self.runs)
+
+
+@dataclass(frozen=True)
+class MarkSet:
+    """Hashable (caches key on it). `literal`: a policy frozen before fields existed, whose text is
+    drawn exactly as written."""
+
+    marks: tuple[WatermarkSpec, ...]
+    values: tuple[tuple[str, str], ...] = ()
+    literal: bool = False
+
+    @classmethod
+    def of(cls, policy: JobPolicy) -> MarkSet:
+        values = tuple(sorted((policy.fields or {}).items()))
+        return cls(policy.all_marks(), values, literal=policy.fields is None)
+
+    @classmethod
+    def coerce(cls, marks: MarkSet | WatermarkSpec) -> MarkSet:
+        """A lone spec (the single-mark API of earlier callers) as a set of one, drawn literally."""
+        return marks if isinstance(marks, MarkSet) else cls((marks,), (), literal=True)
+
+    def selected(self, index: int, count: int) -> bool:
+        """Whether page `index` (0-based) of `count` gets any mark."""
+        return any(m.page_selected(index, count) for m in self.marks)
+
+    def on_page(self, index: int, count: int) -> tuple[PageMark, ...]:
+        """The marks page `index` of `count` gets, in drawing order, with their text for that page."""
+        values = {**dict(self.values), "page": str(index + 1), "pages": str(count)}
+        drawn = []
+        for k, spec in enumerate(self.marks):
+            if not spec.page_selected(index, count):
+                continue
+            if spec.image is not None:
+                drawn.append(PageMark(k, spec, "", ()))
+            elif self.literal:
+                drawn.append(PageMark(k, spec, spec.text, ((spec.text, False),)))
+            else:
+                runs = split_runs(spec.text, values)
+                drawn.append(PageMark(k, spec, fill(spec.text, values), runs))
+        return tuple(drawn)
+
+    def min_opacity(self) -> float:
+        return min((m.opacity for m in self.marks), default=1.0)
+
+
+__all__ = ["MarkSet", "PageMark", "Runs"]

@@ -1,0 +1,140 @@
+"""Signed output: a throwaway CA made at test time issues the organisation's certificate; the signature
+is checked by pyHanko's validation (the validator's) and by poppler's pdfsig (independent), visible and
+invisible. Planted defects: bytes appended after the signature (it no longer covers the last revision)
+and bytes changed inside the signed range must fail; encrypted outputs are refused."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+from pathlib import Path
+
+import pikepdf
+import pytest
+
+from docfence import engines
+from docfence.core.errors import ConfigError, SigningRefused
+from docfence.core.policy import JobPolicy, SigningSpec, VerificationSpec
+from docfence.engines import samples, signing
+from docfence.engines.issue import issue
+from docfence.testing.signing_ca import ThrowawayCa, make_test_ca, write_test_ca
+
+URL = "https://verify.example.org/v1/verify/01JABCDEFGHJKMNPQRSTVWXYZ0?c=ABCDEFGHJKMNPQRS"
+
+
+@pytest.fixture(scope="module")
+def ca() -> ThrowawayCa:
+    return make_test_ca()
+
+
+@pytest.fixture(scope="module")
+def key(ca: ThrowawayCa) -> signing.SigningKey:
+    opened = signing.SigningKey.from_pkcs12(ca.pkcs12, ca.password)
+    return signing.SigningKey.from_request(opened.to_request())  # as a render process receives it
+
+
+@pytest.fixture(scope="module")
+def marked() -> bytes:
+    return engines.process(samples.many_pages(3), JobPolicy()).output
+
+
+def failed(checks: list[dict[str, object]]) -> set[str]:
+    return {str(c["name"]) for c in checks if not c["ok"]}
+
+
+def pdfsig(data: bytes, tmp_path: Path) -> str:
+    path = tmp_path / "signed.pdf"
+    path.write_bytes(data)
+    return subprocess.run(["pdfsig", str(path)], capture_output=True, text=True, timeout=60).stdout
+
+
+@pytest.mark.parametrize("visible", [False, True])
+def test_signed_output_validates_with_pyhanko_and_pdfsig(marked: bytes, key: signing.SigningKey,
+                                                         visible: bool, tmp_path: Path) -> None:
+    spec = SigningSpec(visible=visible)
+    signed = signing.sign(marked, spec, key)
+    assert signed.startswith(marked)  # one incremental update: the validated bytes are kept as they were
+    checks = signing.prove(signed, spec, key)
+    assert failed(checks) == set(), checks
+    assert checks[0]["signer"] and "Example Health Documents" in str(checks[0]["signer"])
+    report = pdfsig(signed, tmp_path)
+    assert "Signature is Valid" in report and "Total document signed" in report, report
+    with pikepdf.open(io.BytesIO(signed)) as pdf:  # the widget is on the first page (see SigningSpec.page)
+        widget = next(a for a in pdf.pages[0].obj.get("/Annots", []) if a.get("/FT") == "/Sig")
+        width = float(widget.Rect[2]) - float(widget.Rect[0])
+    assert (width > 0) is visible
+
+
+def test_a_visible_signature_on_the_last_page(marked: bytes, key: signing.SigningKey) -> None:
+    spec = SigningSpec(visible=True, page="last")
+    signed = signing.sign(marked, spec, key)
+    assert failed(signing.prove(signed, spec, key)) == set()
+    with pikepdf.open(io.BytesIO(signed)) as pdf:
+        assert any(a.get("/FT") == "/Sig" for a in pdf.pages[-1].obj.get("/Annots", []))
+        assert not pdf.pages[0].obj.get("/Annots")
+
+
+def test_code_then_signature_in_one_pipeline(key: signing.SigningKey, tmp_path: Path) -> None:
+    policy = JobPolicy(verification=VerificationSpec(url=URL), signing=SigningSpec(visible=True))
+    result = engines.process(samples.many_pages(2), policy)
+    output = issue(result.output, result.validation, policy, signing_key=key)
+    names = [c["name"] for c in result.validation["checks"]]
+    assert names[-4:] == ["verification_code_structure", "verification_code_decodes", "signature_valid",
+                          "signature_covers_file"]
+    assert result.validation["ok"] is True
+    assert "Total document signed" in pdfsig(output, tmp_path)
+
+
+# -- planted defects ---------------------------------------------------------------------------------
+def test_an_update_after_the_signature_fails_coverage(marked: bytes, key: signing.SigningKey) -> None:
+    spec = SigningSpec()
+    appended = _append_update(signing.sign(marked, spec, key))
+    assert failed(signing.prove(appended, spec, key)) >= {"signature_covers_file"}
+
+
+def _append_update(signed: bytes) -> bytes:
+    """pyHanko's incremental writer adds a revision that sets /Lang: the signature stays intact, but the
+    file's last revision is no longer the signed one."""
+    from pyhanko.pdf_utils.generic import NameObject, TextStringObject
+    from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
+
+    writer = IncrementalPdfFileWriter(io.BytesIO(signed))
+    writer.root[NameObject("/Lang")] = TextStringObject("en")
+    writer.update_root()
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def test_changed_signed_bytes_fail_the_signature(marked: bytes, key: signing.SigningKey) -> None:
+    spec = SigningSpec()
+    signed = signing.sign(marked, spec, key)
+    at = signed.index(b"/Type /Page") if b"/Type /Page" in signed else 200
+    tampered = signed[:at] + (b"X" if signed[at:at + 1] != b"X" else b"Y") + signed[at + 1:]
+    assert failed(signing.prove(tampered, spec, key)) >= {"signature_valid"}
+
+
+def test_the_control_passes(marked: bytes, key: signing.SigningKey) -> None:
+    spec = SigningSpec()
+    assert failed(signing.prove(signing.sign(marked, spec, key), spec, key)) == set()
+
+
+def test_an_encrypted_output_is_refused(key: signing.SigningKey) -> None:
+    buf = io.BytesIO()
+    with pikepdf.open(io.BytesIO(samples.many_pages(1))) as pdf:
+        pdf.save(buf, encryption=pikepdf.Encryption(owner="o-secret", user="u-secret", R=6))
+    policy = JobPolicy(signing=SigningSpec(), owner_password_policy="keep")
+    result = engines.process(buf.getvalue(), policy, password="u-secret")
+    with pytest.raises(SigningRefused) as caught:
+        issue(result.output, result.validation, policy, password="u-secret", signing_key=key)
+    assert caught.value.code == "signing_refused"
+
+
+def test_a_wrong_key_file_or_password_stops_at_start_up(ca: ThrowawayCa, tmp_path: Path) -> None:
+    path, made = write_test_ca(tmp_path)
+    assert signing.load_key(str(path), made.password).cert_der
+    with pytest.raises(ConfigError, match=r"\[signing\] pkcs12: the file or its password is wrong"):
+        signing.load_key(str(path), "not-the-password")
+    with pytest.raises(ConfigError, match=r"cannot read the file"):
+        signing.load_key(str(tmp_path / "missing.p12"), "")
+    assert "BEGIN" not in repr(signing.SigningKey.from_pkcs12(ca.pkcs12, ca.password))

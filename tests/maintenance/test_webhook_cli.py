@@ -1,0 +1,80 @@
+"""`docfence webhooks ...` in-process against a SQLite store named by the environment: the secret is
+printed once, lists never show it, errors are one line naming the field, `deliver --once` delivers and
+`show` lists the attempts; the payload carries only the documented fields."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from docfence.cli import main
+from docfence.core.policy import JobPolicy
+from docfence.core.records import ArtifactInfo, NewJob
+from docfence.maintenance.webhooks import DELIVERIES
+from docfence.store import open_store
+from docfence.testing.webhook_receiver import Receiver, receiving
+
+PAYLOAD_FIELDS = {"job_id", "tenant", "state", "attempt", "kind", "document_class", "mode", "error_code",
+                  "reason", "report_request_id", "links", "sha256", "pages", "bytes"}
+
+
+@pytest.fixture
+def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    url = f"sqlite:///{tmp_path}/docfence.db"
+    config = tmp_path / "docfence.toml"
+    config.write_text('[webhooks]\nallow_hosts = ["127.0.0.1"]\n')
+    monkeypatch.setenv("DOCFENCE_DATABASE_URL", url)
+    monkeypatch.setenv("DOCFENCE_STORAGE_URL", f"file://{tmp_path}/objects")
+    monkeypatch.setenv("DOCFENCE_CONFIG", str(config))
+    return url
+
+
+def test_create_list_rotate_disable(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["webhooks", "create", "--tenant", "acme", "--url", "https://hooks.example.org/x",
+                 "--events", "job.failed"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    secret, endpoint_id = lines[-1], lines[0].split()[1]
+    assert secret.startswith("whsec_") and "not shown again" in lines[1]
+    assert main(["webhooks", "list", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["id"] == endpoint_id and listed["events"] == ["job.failed"] and "secret" not in listed
+    assert main(["webhooks", "rotate-secret", endpoint_id, "--tenant", "acme", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["secret"] not in (secret, None)
+    assert main(["webhooks", "disable", endpoint_id, "--tenant", "other"]) != 0  # not that tenant's
+    assert "no webhook endpoint" in capsys.readouterr().err
+    assert main(["webhooks", "disable", endpoint_id, "--tenant", "acme"]) == 0
+    assert "whsec_" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--url", "http://192.168.0.10/x"], "non-public address"),
+    (["--url", "https://x.example/", "--events", "job.started"], "events must be"),
+    (["--url", "gopher://x.example/"], "http:// or https://"),
+])
+def test_refusals_are_one_line(db: str, capsys: pytest.CaptureFixture[str], args: list[str],
+                               words: str) -> None:
+    assert main(["webhooks", "create", "--tenant", "acme", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert words in err and len(err.splitlines()) == 1
+
+
+def test_deliver_once_and_show(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    receiver = Receiver(secret="")
+    before = DELIVERIES.labels("delivered")._value.get()
+    with receiving(receiver) as url:
+        assert main(["webhooks", "create", "--tenant", "acme", "--url", url]) == 0
+        receiver.secret = capsys.readouterr().out.strip().splitlines()[-1]
+        store = open_store(db)
+        job, _ = store.submit(NewJob(tenant="acme", policy=JobPolicy(), report_request_id="rr_9"))
+        (claim,) = store.claim("w1")
+        store.complete(job.id, claim.attempt, "w1", ArtifactInfo("k", "ab" * 32, 10, 4, {"ok": True}))
+        assert main(["webhooks", "deliver", "--once", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["delivered"] == 2  # job.* and report_request.*
+    assert DELIVERIES.labels("delivered")._value.get() == before + 2
+    for payload in receiver.payloads.values():
+        assert set(payload) == {"type", "timestamp", "data"} and set(payload["data"]) == PAYLOAD_FIELDS
+    assert main(["webhooks", "show", job.id, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert {d["state"] for d in shown["deliveries"]} == {"delivered"} and len(shown["attempts"]) == 2
