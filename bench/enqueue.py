@@ -2,6 +2,7 @@
 store level and through the service (input upload included). One JSON object per store on stdout.
 
     .venv/bin/python bench/enqueue.py --store postgres|sqlite|both [--jobs 2000] [--batch 100]
+                                      [--service-jobs 500]
 
 The issue's target: >= 3,000 jobs/s enqueued on PostgreSQL in batches of 100 (store_level.batched_jobs_s).
 """
@@ -28,10 +29,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", choices=["sqlite", "postgres", "both"], default="postgres")
     parser.add_argument("--jobs", type=int, default=2000, help="jobs per measurement (default 2000)")
     parser.add_argument("--batch", type=int, default=100, help="jobs per batch (default 100)")
+    parser.add_argument("--service-jobs", type=int, default=500,
+                        help="jobs per measurement through the service (default 500; uploads fsync)")
     args = parser.parse_args(argv)
     load = os.getloadavg()[0]
     for kind in (["sqlite", "postgres"] if args.store == "both" else [args.store]):
-        figures = run(kind, args.jobs, args.batch)
+        figures = run(kind, args.jobs, args.batch, args.service_jobs)
         figures["loadavg_1m_before"] = round(load, 2)
         figures["cpus"] = os.cpu_count()
         print(json.dumps(figures, sort_keys=True), flush=True)

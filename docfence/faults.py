@@ -2,7 +2,8 @@
 
 DOCFENCE_FAULTS="point=action[,point=action...]" with points:
   after_claim, after_staging_upload, before_commit, heartbeat, storage_write, render,
-  webhook_sent (a webhook request was answered; its outcome is not recorded yet)
+  sign (in the signing process, before it signs), webhook_sent (a webhook request was answered; its
+  outcome is not recorded yet)
 and actions:
   kill        SIGKILL this process at that point (a real crash)
   sleep:S     stall for S seconds (e.g. to let the lease expire while the worker keeps running)
@@ -28,7 +29,7 @@ from docfence.core.clock import monotonic
 
 WAIT_GUARD_S = 600.0
 POINTS = ("after_claim", "after_staging_upload", "before_commit", "heartbeat", "storage_write", "render",
-          "webhook_sent")
+          "sign", "webhook_sent")
 
 
 class InjectedFault(Exception):

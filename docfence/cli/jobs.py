@@ -181,13 +181,14 @@ def run_submit(args: argparse.Namespace) -> int:
     waiting = args.wait or args.out
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
+    until = monotonic() + args.budget  # one budget for submitting and waiting
     with _client(args) as client:
-        if len(items) == 1:
-            _submit_one(client, items[0], args, password)
+        if len(items) == 1:  # waiting: the submit itself waits (POST ?wait=, capped by the server)
+            _submit_one(client, items[0], args, password, wait_s=min(args.budget, 20.0) if waiting else None)
         else:
             _submit_batches(client, items, args, password)
         if waiting:
-            _wait_all(client, [i for i in items if i.job is not None and i.code == EXIT_OK], args)
+            _wait_all(client, [i for i in items if i.job is not None and i.code == EXIT_OK], args, until)
     for item in items:
         _report(item, args.json)
     return max((i.code for i in items), default=EXIT_OK)
@@ -217,10 +218,11 @@ def _mark_options(args: argparse.Namespace) -> dict[str, Any]:
     return {k: v for k, v in chosen.items() if v is not None}
 
 
-def _submit_one(client: DocfenceClient, item: _Item, args: argparse.Namespace, password: str | None) -> None:
+def _submit_one(client: DocfenceClient, item: _Item, args: argparse.Namespace, password: str | None,
+                wait_s: float | None = None) -> None:
     try:
         item.job = client.submit(item.path, idempotency_key=args.idempotency_key, password=password,
-                                 **_options(args), **_mark_options(args))
+                                 wait_s=wait_s, **_options(args), **_mark_options(args))
     except ApiError as exc:
         item.fail(exc, EXIT_REQUEST)
     except OSError as exc:
@@ -257,9 +259,8 @@ def _submit_batches(client: DocfenceClient, items: list[_Item], args: argparse.N
                                     server_code=answer.error_code or ""), EXIT_REQUEST)
 
 
-def _wait_all(client: DocfenceClient, items: list[_Item], args: argparse.Namespace) -> None:
-    """Wait for every job at once within one budget, then download into --out."""
-    until = monotonic() + args.budget
+def _wait_all(client: DocfenceClient, items: list[_Item], args: argparse.Namespace, until: float) -> None:
+    """Wait for every job at once until `until` (one budget), then download into --out."""
 
     def one(item: _Item) -> None:
         assert item.job is not None

@@ -192,7 +192,7 @@ class VerificationSpec:
     pages: str = "last"  # as WatermarkSpec.pages
     corner: str = "bottom-right"  # of the page as displayed
     size_pt: float = 72.0  # the symbol with its quiet zone; 72 pt decodes from a 150 DPI render
-    margin_pt: float = 18.0
+    margin_pt: float = 54.0  # clears a header or footer mark (they sit within ~45 pt of the edge)
     url: str = ""
     code: str = ""
 

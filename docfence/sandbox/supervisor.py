@@ -36,7 +36,7 @@ KILL_GRACE_S = 30.0  # after a kill request, how long the zygote has to report t
 
 @dataclass(frozen=True)
 class Task:
-    kind: str  # watermark | report | provider_check
+    kind: str  # watermark | report | provider_check | sign
     input_path: Path
     output_path: Path
     policy: JobPolicy
@@ -46,6 +46,8 @@ class Task:
     signing: dict[str, Any] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
+        if self.signing is not None and self.kind != "sign":  # untrusted input never meets the key
+            raise ValueError("only a sign task carries the signing key")
         if self.kind not in KINDS:
             raise ValueError(f"unknown sandbox task kind {self.kind!r}")
 

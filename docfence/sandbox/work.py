@@ -1,8 +1,9 @@
 """What a render process does with one task: bytes in (a file), bytes out (a file), an Outcome.
 
 Runs only inside a freshly forked child of the zygote; it never talks to the store or the network.
-Task kinds: "watermark" (engines.process), "report" (a frozen template version + data), and
-"provider_check" (a provider's PDF: watermarked and validated when the policy has a mark, else opened).
+Task kinds: "watermark" (engines.process, then the verification code), "report" (a frozen template
+version + data), "provider_check" (a provider's PDF: watermarked and validated when the policy has a mark,
+else opened) and "sign" (an output validated by an earlier task, signed; only this kind gets the key).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from docfence.core.errors import MalformedPdf, NoPages, NotAPdf
 from docfence.core.policy import JobPolicy, Kind
 from docfence.sandbox.outcomes import Outcome, from_exception
 
-KINDS = ("watermark", "report", "provider_check")
+KINDS = ("watermark", "report", "provider_check", "sign")
 
 
 def run_task(request: dict[str, Any], on_pages: Callable[[int], None]) -> Outcome:
@@ -44,13 +45,20 @@ def _dispatch(kind: str, data: bytes, policy: JobPolicy, password: str | None,
 
     if kind == "watermark":
         from docfence.engines.issue import issue
-        from docfence.engines.signing import SigningKey
 
         result = engines.process(data, policy, password=password, on_pages=on_pages)
-        # after validation: the verification code, then the signature over every byte (engines/issue.py)
-        output = issue(result.output, result.validation, policy, password=password,
-                       signing_key=SigningKey.from_request(signing))
+        # after validation, the verification code (engines/issue.py); signing is a task of its own
+        output = issue(result.output, result.validation, policy, password=password)
         return output, result.pages, result.validation
+    if kind == "sign":
+        from docfence.engines.issue import sign_validated
+        from docfence.engines.signing import SigningKey
+        from docfence.faults import fault_point
+
+        fault_point("sign")
+
+        signed, report = sign_validated(data, policy, SigningKey.from_request(signing))
+        return signed, 0, report
     if kind == "report":
         from docfence.engines.report_job import render_report_job
 

@@ -257,8 +257,9 @@ def _sample(mode: str) -> None:
 
 
 def _import_issue_stages() -> None:
-    """The verification-code and signing stages (segno, zxing-cpp, pyHanko: ~0.3 s of imports) when a
-    configured class uses them, so its render processes do not import them per job."""
+    """The verification-code and signing stages (segno, zxing-cpp, pyHanko: ~1 s of imports, then
+    pyHanko's first-call set-up) when a configured class uses them, so no render or signing process
+    pays them per job."""
     from docfence.config import load_settings
 
     with contextlib.suppress(Exception):  # only a cache, as in _warm_marks
@@ -266,10 +267,9 @@ def _import_issue_stages() -> None:
         if any(c.verification is not None for c in classes):
             import docfence.engines.verify_code  # noqa: F401
         if any(c.signing is not None for c in classes):
-            import docfence.engines.signing as signing
+            from docfence.engines.signing import warm_up
 
-            signing._signer_class()
-            import pyhanko.sign.validation  # noqa: F401
+            warm_up()
 
 
 def _import_reports() -> None:

@@ -121,7 +121,7 @@ class SqlStore(OperationsQueries, ReportQueries, WebhookQueries, WakeupWaits):
                                                now=self._now_param())}
             out: list[Submitted] = []
             events = []
-            for new, item in zip(news, items, strict=True):
+            for index, (new, item) in enumerate(zip(news, items, strict=True)):
                 row = rows.get(item["id"])
                 if row is not None:
                     job = self._job(row)
@@ -134,7 +134,9 @@ class SqlStore(OperationsQueries, ReportQueries, WebhookQueries, WakeupWaits):
                     out.append((self._existing_for_key(tx, new), False))
                 except IdempotencyConflict as exc:
                     if all_or_nothing:
-                        raise
+                        raise IdempotencyConflict(
+                            f"item {index}: {exc.message} (the batch was refused whole; nothing was stored)",
+                            field=f"items[{index}].idempotency_key") from None
                     out.append(exc)
             self._append_job_events(tx, events)
             if rows:

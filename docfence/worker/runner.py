@@ -13,7 +13,8 @@ import shutil
 import socket
 import tempfile
 import threading
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,14 @@ class Counters:
     failed: int = 0
     retried: int = 0
     discarded: int = 0
+
+
+def _merged(validated: dict[str, Any] | None, stage: dict[str, Any] | None) -> dict[str, Any]:
+    """The render's validation report with the signing task's checks appended (what is published)."""
+    merged = dict(validated or {})
+    merged["checks"] = [*merged.get("checks", []), *(stage or {}).get("checks", [])]
+    merged["ok"] = bool(merged.get("ok", True)) and all(c.get("ok") for c in merged["checks"])
+    return merged
 
 
 def _signing_request(settings: Settings) -> dict[str, Any] | None:
@@ -182,12 +191,14 @@ class Worker:
         grace ran out (the render process is killed, nothing is recorded as success)."""
         job = claim.job
         kind = "report" if job.policy.kind is Kind.REPORT else "watermark"
-        signing = self._signing if job.policy.signing is not None else None
         task = Task(kind, workdir / "input.pdf", workdir / "output.pdf", job.policy,
-                    password=self._password(job), signing=signing)
+                    password=self._password(job))
         sandbox = self.report_sandbox if kind == "report" else self.sandbox
         started = monotonic()
-        result = sandbox.run(task, cancel=lambda: lease.lost.is_set() or self._grace_over())
+        cancel = lambda: lease.lost.is_set() or self._grace_over()  # noqa: E731
+        result = sandbox.run(task, cancel=cancel)
+        if result.ok and job.policy.signing is not None and kind == "watermark":
+            result = self._sign(job, workdir, result, cancel)
         if result.canceled:
             if lease.lost.is_set():
                 self._count("discarded")
@@ -199,6 +210,19 @@ class Worker:
             return None
         metrics.record_render(job.mode, result.pages, monotonic() - started, ok=result.ok)
         return result
+
+    def _sign(self, job: Job, workdir: Path, rendered: Outcome, cancel: Callable[[], bool]) -> Outcome:
+        """Sign the validated output in a render process of its own, forked after validation: it gets
+        the key and our own validated bytes, never the untrusted input (engines/issue.py)."""
+        validated = workdir / "validated.pdf"
+        (workdir / "output.pdf").rename(validated)
+        task = Task("sign", validated, workdir / "output.pdf", job.policy, signing=self._signing)
+        signed = self.sandbox.run(task, cancel=cancel)
+        if not signed.ok:
+            report = _merged(rendered.validation, signed.validation) if signed.validation else None
+            return replace(signed, validation=report)
+        return replace(rendered, validation=_merged(rendered.validation, signed.validation),
+                       engine_s=rendered.engine_s + signed.engine_s)
 
     def _password(self, job: Job) -> str | None:
         """The job's PDF password, unsealed for its render process only (never logged or stored)."""

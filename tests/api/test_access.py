@@ -21,6 +21,8 @@ from .conftest import PDF, ApiEnv
 # route -> (roles allowed, names a record of tenant "a", the operator sees that record too)
 RULES: dict[str, tuple[set[str], bool, bool]] = {
     "POST /v1/jobs": ({"submit", "admin"}, False, False),
+    "POST /v1/jobs/batch": ({"submit", "admin"}, False, False),
+    "GET /v1/jobs": ({"read", "admin"}, False, False),  # lists the key's own tenant only
     "GET /v1/jobs/{job_id}": ({"read", "admin"}, True, False),
     "POST /v1/jobs/{job_id}/cancel": ({"submit", "admin"}, True, False),
     "DELETE /v1/jobs/{job_id}": ({"admin"}, True, False),
@@ -48,6 +50,8 @@ RULES: dict[str, tuple[set[str], bool, bool]] = {
     "POST /console/api/class-modes": ({"operator"}, False, False),
 }
 PUBLIC = {
+    "GET /v1/verify/{job_id}",  # a recipient checks a document: answers only what is safe to publish
+    "POST /v1/verify/{job_id}",
     "GET /openapi.json",
     "GET /docs",
     "GET /docs/static/{name}",
@@ -118,6 +122,8 @@ def _call(http: httpx.Client, route: str, values: dict[str, str], who: str) -> h
     body: dict[str, Any] = {}
     if route == "POST /v1/jobs":
         return http.post(path, files={"file": ("a.pdf", PDF)})
+    if route == "POST /v1/jobs/batch":
+        return http.post(path, files=[("file", ("a.pdf", PDF)), ("file", ("b.pdf", PDF))])
     if route == "POST /v1/templates":
         body = {"json": {"id": f"t-{who}", "html": "<p>x</p>", "schema": {"type": "object"}}}
     elif route in ("POST /v1/report-requests", "POST /v1/schedules"):

@@ -59,9 +59,10 @@ LOCAL = {
     ("bench", "service"): (["bench", "service", "--store", "mysql"], "--store"),
     ("reports", "dispatch"): (["reports", "dispatch", "--providers", "{tmp}/missing.toml"], "--providers"),
     ("keys", "create"): (["keys", "create", "--tenant", "acme"], "DOCFENCE_DATABASE_URL"),
+    ("verify",): (["verify", "placeholder"], "--code"),  # a job id needs its code (or give the QR's URL)
 }
 #: Commands that talk to the API: the bad setting is the server's URL (nothing listens there).
-API = {("submit",), ("status",), ("wait",), ("cancel",), ("download",)}
+API = {("submit",), ("status",), ("wait",), ("cancel",), ("download",), ("jobs",)}
 
 
 def _commands() -> list[tuple[str, ...]]:

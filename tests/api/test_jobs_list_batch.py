@@ -109,8 +109,9 @@ def test_batch_is_refused_whole_by_one_bad_item_and_stores_nothing(any_env: ApiE
             client.submit_batch([PDF], items=[{"colour": "red"}])
         assert unknown.value.field == "items[0].colour"
         client.submit(PDF, idempotency_key="taken")
-        with pytest.raises(Conflict):
+        with pytest.raises(Conflict) as conflict:
             client.submit_batch([PDF, b"%PDF-1.4 different\n"], items=[{}, {"idempotency_key": "taken"}])
+        assert conflict.value.field == "items[1].idempotency_key"
         assert len(client.list_jobs().jobs) == 1  # none of the refused batches left a job
     assert len([p for p in _inputs(any_env) if p.name == "input.pdf"]) == 1  # nor any stored byte
 

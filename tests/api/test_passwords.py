@@ -114,3 +114,19 @@ def test_password_key_setting_is_checked_and_required_without_a_data_folder(tmp_
     generated = load_key(Settings(database_url=f"sqlite:///{tmp_path}/x.db"))
     assert load_key(Settings(database_url=f"sqlite:///{tmp_path}/x.db")) == generated  # kept, not regenerated
     assert (tmp_path / "password.key").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_worker_with_another_key_fails_the_attempt_naming_the_setting(env: ApiEnv) -> None:
+    from dataclasses import replace
+
+    from cryptography.fernet import Fernet
+
+    with env.client() as client:
+        job = client.submit(_encrypted(), password=PASSWORD)
+    other = replace(env.settings, password_key=Fernet.generate_key().decode())
+    Worker(other, env.store, RegionRouter.from_config(other.region_urls())).run(until_idle=True)
+    attempts = env.store.attempts(job.id)
+    stored = env.store.get(job.id)
+    assert attempts and attempts[0].error_code == "storage_error"
+    assert "DOCFENCE_PASSWORD_KEY" in (stored.last_error_message or "")
+    assert PASSWORD not in (stored.last_error_message or "")

@@ -96,3 +96,46 @@ def test_issued_document_carries_a_decodable_code_and_a_whole_file_signature(
     assert capsys.readouterr().out.startswith("NO MATCH")
     assert main(["verify", job.id, "--code", "A" * 16, "--url", env.base_url]) == 4
     assert "not_found" in capsys.readouterr().err
+
+
+def test_an_encrypted_document_of_a_signing_class_fails_with_signing_refused(issuing_env: ApiEnv) -> None:
+    """Its render succeeds and is validated; the sign task refuses the encrypted output: the job fails
+    with `signing_refused`, permanently, and nothing is published."""
+    import io
+
+    import pikepdf
+
+    buf = io.BytesIO()
+    with pikepdf.open(io.BytesIO(samples.many_pages(1))) as pdf:
+        pdf.save(buf, encryption=pikepdf.Encryption(owner="o-secret", user="u-secret", R=6))
+    env = issuing_env
+    with env.client() as client:
+        job = client.submit(buf.getvalue(), document_class="shared", password="u-secret")
+        worker = Worker(env.settings, env.store, RegionRouter.from_config(env.settings.region_urls()))
+        assert worker.run(until_idle=True).failed == 1
+        done = client.get(job.id)
+    assert done.state == "failed" and done.raw["error"]["code"] == "signing_refused", done.raw
+    assert env.store.artifact(job.id) is None
+
+
+def test_a_signing_process_that_dies_publishes_nothing_and_requeues_the_job(
+        issuing_env: ApiEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The render succeeded and was validated; its signing process is SIGKILLed before it signs. The
+    attempt ends as render_crashed (retryable): nothing is published, no staged object is left, and the
+    job is queued for its next attempt."""
+    monkeypatch.setenv("DOCFENCE_FAULTS", "sign=once:kill")  # read by the zygote the worker starts
+    monkeypatch.setenv("DOCFENCE_FAULTS_DIR", str(tmp_path / "faults"))
+    (tmp_path / "faults").mkdir()
+    env = issuing_env
+    with env.client() as client:
+        job = client.submit(samples.many_pages(1), document_class="shared")
+        worker = Worker(env.settings, env.store, RegionRouter.from_config(env.settings.region_urls()))
+        counters = worker.run(until_idle=True)
+        after = client.get(job.id)
+    assert counters.succeeded == 0 and counters.retried == 1, counters
+    assert after.state == "queued" and after.attempt == 1, after.raw
+    assert env.store.artifact(job.id) is None
+    attempts = env.store.attempts(job.id)
+    assert [a.error_code for a in attempts] == ["render_crashed"]
+    blobs = env.service.router.for_region("local")
+    assert [key for key in blobs.list("") if "/attempts/" in key] == []  # no output was staged

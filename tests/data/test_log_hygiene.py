@@ -1,5 +1,6 @@
-"""The whole pipeline with sentinel strings planted in document text, template data, an API key and a
-signed URL: every log line (API server, worker, this process) and every audit event is free of them."""
+"""The whole pipeline with sentinel strings planted in document text, template data, an API key, a
+signed URL, a PDF password, a label and a filename: every log line (API server, worker, this process)
+and every audit event is free of them."""
 
 from __future__ import annotations
 
@@ -25,6 +26,9 @@ from docfence.testing.procs import long_budget_config, start_worker, stop, wait_
 
 DOC_SENTINEL = "SENTINELDOCTEXT7F3A"
 DATA_SENTINEL = "SENTINELTEMPLATEDATA91B2"
+PASSWORD_SENTINEL = "SENTINELPASSWORD4C8D"
+LABEL_SENTINEL = "SENTINELLABEL2E6F"
+FILENAME_SENTINEL = "SENTINELFILENAME5A0B.pdf"
 
 
 def sentinel_pdf() -> bytes:
@@ -38,6 +42,13 @@ def sentinel_pdf() -> bytes:
     pdf.pages.append(pikepdf.Page(page))
     buf = io.BytesIO()
     pdf.save(buf)
+    return buf.getvalue()
+
+
+def encrypted_sentinel_pdf() -> bytes:
+    buf = io.BytesIO()
+    pikepdf.open(io.BytesIO(sentinel_pdf())).save(
+        buf, encryption=pikepdf.Encryption(owner="o" + PASSWORD_SENTINEL, user=PASSWORD_SENTINEL, R=6))
     return buf.getvalue()
 
 
@@ -75,6 +86,9 @@ def test_no_sentinel_reaches_logs_or_audit(tmp_path: Path, caplog: pytest.LogCap
             done = client.wait(job.id, budget_s=HANG_GUARD_S)
             assert done.state == "succeeded"
             client.download(job.id, tmp_path / "out.pdf")
+            locked = client.submit((FILENAME_SENTINEL, encrypted_sentinel_pdf()), password=PASSWORD_SENTINEL,
+                                   label=LABEL_SENTINEL)
+            assert client.wait(locked.id, budget_s=HANG_GUARD_S).state == "succeeded"
         signed = httpx.get(f"{base}/v1/jobs/{job.id}/artifact", headers=auth).headers["location"]
         assert httpx.get(f"{base}{signed}").status_code == 200
         bundle = load_monthly_bundle()
@@ -94,7 +108,8 @@ def test_no_sentinel_reaches_logs_or_audit(tmp_path: Path, caplog: pytest.LogCap
         stop(api)
     token = signed.rsplit("/", 1)[1]
     secrets = {"document text": DOC_SENTINEL, "template data": DATA_SENTINEL, "API key": api_key,
-               "API key secret": api_key.split("_", 2)[2], "signed URL token": token}
+               "API key secret": api_key.split("_", 2)[2], "signed URL token": token,
+               "PDF password": PASSWORD_SENTINEL, "label": LABEL_SENTINEL, "filename": FILENAME_SENTINEL}
     logs = api_log.read_text() + worker_log.read_text() + "\n".join(r.getMessage() for r in caplog.records)
     audit = "\n".join(json.dumps(e.__dict__, default=str) for e in rt.store.iter_audit())
     assert len(logs) > 500 and "job_id" in logs  # the logs are there, structured, and saying things

@@ -13,10 +13,10 @@ import pikepdf
 import pytest
 
 from docfence import engines
-from docfence.core.errors import ConfigError, SigningRefused
+from docfence.core.errors import ConfigError, SigningRefused, ValidationFailed
 from docfence.core.policy import JobPolicy, SigningSpec, VerificationSpec
 from docfence.engines import samples, signing
-from docfence.engines.issue import issue
+from docfence.engines.issue import issue, sign_validated
 from docfence.testing.signing_ca import ThrowawayCa, make_test_ca, write_test_ca
 
 URL = "https://verify.example.org/v1/verify/01JABCDEFGHJKMNPQRSTVWXYZ0?c=ABCDEFGHJKMNPQRS"
@@ -77,15 +77,29 @@ def test_a_visible_signature_on_the_last_page(marked: bytes, key: signing.Signin
 def test_code_then_signature_in_one_pipeline(key: signing.SigningKey, tmp_path: Path) -> None:
     policy = JobPolicy(verification=VerificationSpec(url=URL), signing=SigningSpec(visible=True))
     result = engines.process(samples.many_pages(2), policy)
-    output = issue(result.output, result.validation, policy, signing_key=key)
-    names = [c["name"] for c in result.validation["checks"]]
-    assert names[-4:] == ["verification_code_structure", "verification_code_decodes", "signature_valid",
-                          "signature_covers_file"]
-    assert result.validation["ok"] is True
+    coded = issue(result.output, result.validation, policy)  # in the render process
+    output, report = sign_validated(coded, policy, key)  # in a process of its own, after validation
+    assert [c["name"] for c in result.validation["checks"]][-2:] == ["verification_code_structure",
+                                                                     "verification_code_decodes"]
+    assert [c["name"] for c in report["checks"]] == ["signature_valid", "signature_covers_file"]
+    assert result.validation["ok"] is True and report["ok"] is True
     assert "Total document signed" in pdfsig(output, tmp_path)
 
 
 # -- planted defects ---------------------------------------------------------------------------------
+def test_a_failed_signature_proof_fails_with_its_report(marked: bytes, key: signing.SigningKey,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    policy = JobPolicy(signing=SigningSpec())
+    monkeypatch.setattr(signing, "sign", lambda data, spec, key: _append_update(_real_sign(data, spec, key)))
+    with pytest.raises(ValidationFailed) as caught:
+        sign_validated(marked, policy, key)
+    report = caught.value.report  # type: ignore[attr-defined]
+    assert report["ok"] is False and failed(report["checks"]) == {"signature_covers_file"}
+
+
+_real_sign = signing.sign
+
+
 def test_an_update_after_the_signature_fails_coverage(marked: bytes, key: signing.SigningKey) -> None:
     spec = SigningSpec()
     appended = _append_update(signing.sign(marked, spec, key))
@@ -126,7 +140,7 @@ def test_an_encrypted_output_is_refused(key: signing.SigningKey) -> None:
     policy = JobPolicy(signing=SigningSpec(), owner_password_policy="keep")
     result = engines.process(buf.getvalue(), policy, password="u-secret")
     with pytest.raises(SigningRefused) as caught:
-        issue(result.output, result.validation, policy, password="u-secret", signing_key=key)
+        sign_validated(result.output, policy, key)
     assert caught.value.code == "signing_refused"
 
 
@@ -138,3 +152,16 @@ def test_a_wrong_key_file_or_password_stops_at_start_up(ca: ThrowawayCa, tmp_pat
     with pytest.raises(ConfigError, match=r"cannot read the file"):
         signing.load_key(str(tmp_path / "missing.p12"), "")
     assert "BEGIN" not in repr(signing.SigningKey.from_pkcs12(ca.pkcs12, ca.password))
+
+
+def test_only_a_sign_task_may_carry_the_key(key: signing.SigningKey, tmp_path: Path) -> None:
+    """The key never travels with a task that parses untrusted input (the worker signs in a process of
+    its own, forked after validation)."""
+    from docfence.sandbox import Task
+
+    for kind in ("watermark", "report", "provider_check"):
+        with pytest.raises(ValueError, match="only a sign task carries the signing key"):
+            Task(kind, tmp_path / "in.pdf", tmp_path / "out.pdf", JobPolicy(), signing=key.to_request())
+    secret = key.to_request()["key"]
+    assert secret not in repr(Task("sign", tmp_path / "in.pdf", tmp_path / "out.pdf", JobPolicy(),
+                                   signing=key.to_request()))

@@ -114,6 +114,8 @@ def _last_page_broken(change: str) -> bytes:
             form.write(other.read_bytes())
         elif change == "missing":
             page.Contents = pikepdf.Array(list(page.Contents)[:-1])
+        elif change == "page_dropped":  # the page with the code is gone
+            del pdf.pages[-1]
 
     return mutate(good, damage), marked, spec  # type: ignore[return-value]
 
@@ -123,6 +125,7 @@ def _last_page_broken(change: str) -> bytes:
     ("covered", {"verification_code_structure", "verification_code_decodes"}),
     ("other_url", {"verification_code_structure", "verification_code_decodes"}),
     ("missing", {"verification_code_structure", "verification_code_decodes"}),
+    ("page_dropped", {"verification_code_structure"}),
 ])
 def test_planted_code_defects_fail(change: str, required: set[str]) -> None:
     broken, marked, spec = _last_page_broken(change)  # type: ignore[misc]
