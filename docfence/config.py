@@ -102,8 +102,15 @@ class ServerConfig:
     max_pending_connections: int = 256  # connections still sending their headers
     max_concurrent_auth: int = 8  # key look-ups in flight; more wait without holding a thread
     docs: bool = True  # /docs: Swagger UI served from the package (no CDN); /openapi.json is always on
+    # reverse proxies (IPs or CIDRs) whose X-Forwarded-For is believed, for per-client limits on routes
+    # without a key; empty: the connecting address is the client, whatever the headers say
+    trusted_proxies: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        for entry in self.trusted_proxies:
+            if not (isinstance(entry, str) and _is_network(entry)):
+                raise ConfigError(f"trusted_proxies entry {entry!r}: must be an IP address or a CIDR block "
+                                  "such as 10.0.0.0/8")
         for name in ("header_timeout_s", "body_idle_timeout_s", "body_timeout_s", "keep_alive_s"):
             if not 0 < getattr(self, name) <= 86400:
                 raise ConfigError(f"server.{name} must be in (0, 86400]")
@@ -441,7 +448,7 @@ def _build(data: dict[str, Any], env: dict[str, str]) -> Settings:
     sources = {name: name for name in data}
     worker_table = data.pop("worker", {})
     limits = _section(Limits, "[limits]", data.pop("limits", {}))
-    data["server"] = _section(ServerConfig, "[server]", data.pop("server", {}))
+    data["server"] = _server(data.pop("server", {}))
     data["verification"] = _section(VerificationConfig, "[verification]", data.pop("verification", {}))
     signing = data.pop("signing", {})
     if env.get("DOCFENCE_SIGNING_PKCS12_PASSWORD") and isinstance(signing, dict):
@@ -475,6 +482,17 @@ def _build(data: dict[str, Any], env: dict[str, str]) -> Settings:
         raise _invalid(sources.get("default_class", "default_class"), default_class,
                        f"not a configured class (configured: {', '.join(configured)})")
     return Settings(worker=worker, limits=limits, classes=classes, **data)
+
+
+def _server(table: Any) -> ServerConfig:
+    """[server]; `trusted_proxies` is a TOML list of strings."""
+    if isinstance(table, dict) and "trusted_proxies" in table:
+        proxies = table["trusted_proxies"]
+        if not isinstance(proxies, list) or not all(isinstance(p, str) for p in proxies):
+            raise _invalid("[server].trusted_proxies", proxies, "must be a list of IP addresses or CIDRs")
+        table = {**table, "trusted_proxies": tuple(proxies)}
+    server: ServerConfig = _section(ServerConfig, "[server]", table)
+    return server
 
 
 def _webhooks(table: Any) -> WebhooksConfig:

@@ -14,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from docfence.api.deps import ServiceDep
 from docfence.api.errors import error_responses
 from docfence.api.jobs import JobId
-from docfence.api.rate_limit import ClientRateLimiter, RateLimitMiddleware
+from docfence.api.rate_limit import ClientAddress, ClientRateLimiter, RateLimitMiddleware
 from docfence.config import Settings
 
 router = APIRouter(prefix="/v1/verify", tags=["verification"])
@@ -63,4 +63,5 @@ def install(app: FastAPI, settings: Settings, clock: Callable[[], float]) -> Non
     app.include_router(router)
     config = settings.verification
     app.add_middleware(RateLimitMiddleware, prefix=router.prefix + "/",
-                       limiter=ClientRateLimiter(config.requests_per_minute, config.burst, clock=clock))
+                       limiter=ClientRateLimiter(config.requests_per_minute, config.burst, clock=clock),
+                       clients=ClientAddress(settings.server.trusted_proxies))
