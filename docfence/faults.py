@@ -3,7 +3,8 @@
 DOCFENCE_FAULTS="point=action[,point=action...]" with points:
   after_claim, after_staging_upload, before_commit, heartbeat, storage_write, render,
   sign (in the signing process, before it signs), webhook_sent (a webhook request was answered; its
-  outcome is not recorded yet)
+  outcome is not recorded yet), after_input_upload (a submission's input and sealed password are
+  stored; its job row is not committed yet)
 and actions:
   kill        SIGKILL this process at that point (a real crash)
   sleep:S     stall for S seconds (e.g. to let the lease expire while the worker keeps running)
@@ -29,7 +30,7 @@ from docfence.core.clock import monotonic
 
 WAIT_GUARD_S = 600.0
 POINTS = ("after_claim", "after_staging_upload", "before_commit", "heartbeat", "storage_write", "render",
-          "sign", "webhook_sent")
+          "sign", "webhook_sent", "after_input_upload")
 
 
 class InjectedFault(Exception):

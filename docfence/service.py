@@ -49,6 +49,7 @@ from docfence.core.marks import HIDDEN, MarkRules, blank_marks, resolve_fields, 
 from docfence.core.policy import JobPolicy, Mode, WatermarkSpec
 from docfence.core.records import ApiKey, Artifact, Attempt, AuditEvent, Job, NewJob
 from docfence.core.states import JobState
+from docfence.faults import fault_point
 from docfence.intake import (
     MAX_BATCH_ITEMS,
     MAX_LIST_LIMIT,
@@ -284,6 +285,7 @@ class Service:
             except BaseException:
                 staged.discard()
                 raise
+        fault_point("after_input_upload")  # a crash here leaves bytes no job row names (staging GC)
         return staged
 
     def _password_seal(self) -> PasswordSeal:

@@ -7,6 +7,7 @@ import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from types import TracebackType
 from typing import Protocol, runtime_checkable
 
@@ -69,6 +70,11 @@ class BlobStore(Protocol):
     def stat(self, key: str) -> BlobInfo | None: ...
 
     def exists(self, key: str) -> bool: ...
+
+    def modified_at(self, key: str) -> datetime | None:
+        """When the object was last written (aware UTC, by the storage's own clock); None when absent.
+        Lets a collector tell an upload still waiting for its job row from one that never got one."""
+        ...
 
     def delete(self, key: str) -> bool:
         """Remove the object; False when it was already absent (idempotent)."""

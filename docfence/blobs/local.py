@@ -11,6 +11,7 @@ import os
 import stat
 import tempfile
 from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 from docfence.blobs.base import (
@@ -138,6 +139,16 @@ class LocalBlobStore:
 
     def exists(self, key: str) -> bool:
         return self._path(key).is_file()
+
+    def modified_at(self, key: str) -> datetime | None:
+        """The file's mtime: when its write was moved into place (a temp file keeps its write time)."""
+        try:
+            st = os.stat(self._path(key))
+        except _MISSING:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        return datetime.fromtimestamp(st.st_mtime, UTC)
 
     def list(self, prefix: str = "") -> Iterator[str]:
         folder_prefix = normalize_prefix(prefix)  # validated now, not on first next()

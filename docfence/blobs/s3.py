@@ -12,6 +12,7 @@ import logging
 import re
 import tempfile
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -177,6 +178,14 @@ class S3BlobStore:
 
     def exists(self, key: str) -> bool:
         return self._head(key) is not None
+
+    def modified_at(self, key: str) -> datetime | None:
+        """The object's Last-Modified (the server's clock, whole seconds)."""
+        answer = self._head(key)
+        if answer is None:
+            return None
+        modified: datetime = answer["LastModified"]
+        return modified if modified.tzinfo else modified.replace(tzinfo=UTC)
 
     def _head(self, key: str) -> dict[str, Any] | None:
         try:

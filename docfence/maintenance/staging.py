@@ -1,12 +1,13 @@
 """Staging collection: delete objects nobody may keep (attempts that can no longer publish, every
-byte of a deleted job) once their attempt ended `staging_grace_s` ago, and the temp files that writers
-killed mid-put leave in local folders. Bounded per pass; a sweep covers everything."""
+byte of a deleted job, uploads whose job row never committed) once past `staging_grace_s`, and the temp
+files that writers killed mid-put leave in local folders. Bounded per pass; a sweep covers everything."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from docfence.blobs.base import BlobStore
 from docfence.blobs.local import LocalBlobStore
 from docfence.blobs.regions import RegionRouter
 from docfence.core.errors import DocfenceError, NotFound
@@ -14,6 +15,9 @@ from docfence.layout import attempt_of_staging_key
 from docfence.store.base import Store
 
 TEMP_MIN_AGE_S = 60.0  # never remove a temp file written to within this, whatever staging_grace_s says
+# Never remove an object of an unknown job id written within this, whatever staging_grace_s says: a batch
+# stores all its uploads before its one commit, and the blob store's clock is not the database's.
+UNCOMMITTED_MIN_AGE_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -22,7 +26,9 @@ class StagingConfig:
     # An attempt's staged object is collected only once the attempt ended at least this long ago
     # (store clock): its worker may still be uploading or discarding it, and an object store's
     # listing may lag. Objects of deleted jobs are collected at once. Settings.staging_grace_s.
-    # Temp files are removed once last written more than max(staging_grace_s, TEMP_MIN_AGE_S) ago.
+    # Temp files are removed once last written more than max(staging_grace_s, TEMP_MIN_AGE_S) ago;
+    # objects under a job id the store does not know (a submission that died before its job row
+    # committed) once last written more than max(staging_grace_s, UNCOMMITTED_MIN_AGE_S) ago.
     staging_grace_s: float = 60.0
 
     def __post_init__(self) -> None:
@@ -73,9 +79,10 @@ class StagingCollector:
     def collect_orphans(self) -> list[str]:
         """Delete objects nobody may keep: any object of a deleted job, attempts older than the job's
         current attempt, and any attempt of a terminal job other than the committed one (each once
-        its attempt ended staging_grace_s ago). Examines at most gc_batch objects per region,
-        continuing where the previous pass stopped."""
-        verdicts: dict[tuple[str, int | None], bool] = {}
+        its attempt ended staging_grace_s ago), and the input and sealed password of a job id the
+        store does not know, once written long enough ago (see StagingConfig). Examines at most
+        gc_batch objects per region, continuing where the previous pass stopped."""
+        verdicts: dict[tuple[str, int | None], bool | None] = {}
         now = self.store.now()
         deleted: list[str] = []
         for region in self.regions.approved():
@@ -83,7 +90,7 @@ class StagingCollector:
         return deleted
 
     def _collect_region(self, region: str, now: datetime,
-                        verdicts: dict[tuple[str, int | None], bool]) -> list[str]:
+                        verdicts: dict[tuple[str, int | None], bool | None]) -> list[str]:
         """One bounded step over one region's listing, from its cursor."""
         blobs = self.regions.for_region(region)
         deleted: list[str] = []
@@ -94,8 +101,12 @@ class StagingCollector:
             examined, last = examined + 1, key
             probe = (key.split("/")[2], attempt_of_staging_key(key))
             if probe not in verdicts:
-                verdicts[probe] = self._is_orphan(*probe) and not self._in_grace(*probe, now)
-            if verdicts[probe]:
+                orphan = self._is_orphan(*probe)
+                verdicts[probe] = orphan and not self._in_grace(*probe, now)
+            verdict = verdicts[probe]
+            if verdict is None:  # no job row: each object by its own age
+                verdict = self._is_abandoned_upload(blobs, key, probe[0], now)
+            if verdict:
                 blobs.delete(key)
                 deleted.append(key)
             if examined >= self.config.gc_batch:
@@ -106,12 +117,13 @@ class StagingCollector:
             self._cursor.pop(region, None)  # listing exhausted: the next step starts over
         return deleted
 
-    def _is_orphan(self, job_id: str, attempt: int | None) -> bool:
-        """Deleted jobs own no bytes at all; otherwise only attempt objects can be orphans."""
+    def _is_orphan(self, job_id: str, attempt: int | None) -> bool | None:
+        """Deleted jobs own no bytes at all; otherwise only attempt objects can be orphans. None: the
+        job id is unknown and the object is not an attempt's, so its age decides (_is_abandoned_upload)."""
         try:
             job = self.store.get(job_id)
         except NotFound:
-            return attempt is not None  # an input uploaded just before its job row commits is not
+            return True if attempt is not None else None
         if job.deleted_at is not None:
             return True
         if attempt is None:
@@ -120,6 +132,22 @@ class StagingCollector:
             return attempt < job.attempt
         artifact = self.store.artifact(job_id)
         return artifact is None or artifact.attempt != attempt
+
+    def _is_abandoned_upload(self, blobs: BlobStore, key: str, job_id: str, now: datetime) -> bool:
+        """Whether `key` (an input or sealed password under a job id with no row) was written long
+        enough ago that its submission cannot still commit: a submission commits right after storing
+        its bytes, and job rows are never removed. The store is asked again just before the verdict,
+        so a row committed since the listing keeps its bytes."""
+        written = blobs.modified_at(key)
+        if written is None:  # gone already
+            return False
+        if now - written < timedelta(seconds=max(self.config.staging_grace_s, UNCOMMITTED_MIN_AGE_S)):
+            return False
+        try:
+            self.store.get(job_id)
+        except NotFound:
+            return True
+        return False
 
     def _in_grace(self, job_id: str, attempt: int | None, now: datetime) -> bool:
         """Whether the object of `attempt` must be kept a while longer (see staging_grace_s)."""

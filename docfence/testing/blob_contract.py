@@ -13,6 +13,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 
 import pytest
 
@@ -118,6 +119,15 @@ class BlobStoreContract:
             assert not store.exists(key)
             assert store.stat(key) is None
             assert store.delete(key) is False
+
+    def test_modified_at_is_when_the_object_was_written(self, store: BlobStore) -> None:
+        before = clock.utcnow().replace(microsecond=0) - timedelta(seconds=1)  # S3 keeps whole seconds
+        store.put("t1/job-1/input.pdf", b"x")
+        written = store.modified_at("t1/job-1/input.pdf")
+        assert written is not None and written.tzinfo is not None
+        assert before <= written <= clock.utcnow() + timedelta(seconds=1)  # same host, same clock
+        for key in ("t1/job-1/nope", "t1/job-1", "t1"):  # absent, and folders, are not objects
+            assert store.modified_at(key) is None
 
     def test_delete_is_idempotent(self, blob_harness: BlobHarness) -> None:
         store = blob_harness.store
