@@ -59,6 +59,15 @@ def _insert_params(new: NewJob) -> dict[str, Any]:
     }
 
 
+def _insert_order(item: dict[str, Any]) -> tuple[bool, str, str]:
+    """The canonical order a batch's rows are inserted in: by idempotency key (keyless rows last). On
+    PostgreSQL a row waits for a concurrent transaction that inserted the same key; two batches that
+    take shared keys in one order cannot each hold a key the other waits for (no deadlock, 40P01).
+    Equal keys keep the caller's order (the sort is stable), so the first of them is the one created."""
+    key = item["idempotency_key"]
+    return key is None, item["tenant"], key or ""
+
+
 def _policy_text(policy: JobPolicy) -> str:
     """A policy's JSON text, cached: policies repeat across jobs (a batch shares one) and are
     immutable. A policy holding a mapping (a report's) cannot be hashed and is encoded each time."""
@@ -116,8 +125,9 @@ class SqlStore(OperationsQueries, ReportQueries, WebhookQueries, WakeupWaits):
         if not news:
             return []
         items = [_insert_params(new) for new in news]
+        ordered = sorted(items, key=_insert_order)  # answers below stay in the caller's order
         with self._tx() as tx:
-            rows = {r["id"]: r for r in tx.all("insert_jobs_many", items=json.dumps(items),
+            rows = {r["id"]: r for r in tx.all("insert_jobs_many", items=json.dumps(ordered),
                                                now=self._now_param())}
             out: list[Submitted] = []
             events = []

@@ -314,8 +314,9 @@ SELECT json_extract(l.value, '$[0]') AS chain, json_extract(l.value, '$[1]') AS 
 
 -- name: insert_jobs_many
 -- Create many queued jobs in one statement (a batch submission): :items is a JSON array of the
--- insert_job parameters (policy as JSON text). A row whose idempotency key is taken is skipped (not
--- returned); the caller resolves it like insert_job's conflict.
+-- insert_job parameters (policy as JSON text), inserted in array order (the caller sorts them by key so
+-- concurrent batches never deadlock). A row whose idempotency key is taken is skipped (not returned);
+-- the caller resolves it like insert_job's conflict.
 INSERT INTO jobs (id, tenant, kind, document_class, mode, region, policy, state, attempt, max_attempts,
                   lease_ttl_s, retry_backoff_s, deadline_at, run_after, retention_until, idempotency_key,
                   request_hash, input_key, input_sha256, input_bytes, parent_job_id, report_request_id,
