@@ -180,7 +180,8 @@ def _schedule_out(s: Schedule) -> ScheduleOut:
 def _requests(request: Request, service: Service) -> ReportRequests:
     """The use cases; `app.state.report_processors` names the configured providers (default: none)."""
     processors = getattr(request.app.state, "report_processors", ())
-    return ReportRequests(service.settings, service.store, service.router, processors=processors)
+    return ReportRequests(service.settings, service.store, service.router, processors=processors,
+                          clock=service.clock)
 
 
 # -- templates ------------------------------------------------------------------------------------------

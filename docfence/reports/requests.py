@@ -17,6 +17,7 @@ from docfence import layout
 from docfence.blobs import RegionRouter
 from docfence.config import Settings
 from docfence.core.access import check_tenant
+from docfence.core.clock import Clock, SystemClock
 from docfence.core.errors import (
     ConfigError,
     IdempotencyConflict,
@@ -28,6 +29,7 @@ from docfence.core.errors import (
     TemplateDataInvalid,
 )
 from docfence.core.ids import new_id
+from docfence.core.marks import resolve_fields
 from docfence.core.policy import JobPolicy, Kind, WatermarkSpec
 from docfence.core.records import Job, NewJob
 from docfence.core.states import JobState
@@ -94,11 +96,13 @@ def data_sha256(data: dict[str, Any]) -> str:
 
 
 class ReportRequests:
-    """Report-request use cases; `processors` are the configured provider names besides "local"."""
+    """Report-request use cases; `processors` are the configured provider names besides "local";
+    `clock` dates the jobs' `{date}` and `{datetime}` fields (the service's clock)."""
 
     def __init__(self, settings: Settings, store: Store, router: RegionRouter, *,
-                 processors: Collection[str] = ()) -> None:
+                 processors: Collection[str] = (), clock: Clock | None = None) -> None:
         self.settings, self.store, self.router = settings, report_store(store), router
+        self.clock: Clock = clock or SystemClock()
         self.processors = frozenset(processors) | {LOCAL_PROCESSOR}
 
     def create(self, spec: RequestSpec, *, actor: str) -> tuple[RequestDetail, bool]:
@@ -216,13 +220,22 @@ class ReportRequests:
             raise InvalidWatermark(exc.message, field="watermark") from None
         return base.evolve(kind=Kind.REPORT, watermark=mark)
 
+    def _with_fields(self, policy: JobPolicy, *, job_id: str, tenant: str, sha256: str) -> JobPolicy:
+        """The policy with the job's field values frozen (a report has no caller fields)."""
+        rules = self.settings.document_class(policy.document_class).mark_rules
+        values = resolve_fields(rules, {}, job_id=job_id, tenant=tenant, issued_at=self.clock.now())
+        return policy.evolve(fields={**values, "sha8": sha256[:8]})
+
     def _submit(self, request: ReportRequest, policy: JobPolicy, snapshot: bytes, *, key: str,
                 parent: Job | None, actor: str) -> Job:
-        """Store the input under a pre-chosen job id, then submit (idempotent on `key`)."""
+        """Store the input under a pre-chosen job id, then submit (idempotent on `key`). The class's
+        marks get this job's field values (`{job_id}`, `{date}`, `{sha8}`...), as a watermark
+        submission's do; a retry is a new job, so it gets its own."""
         blobs = self.router.for_region(policy.region)
         job_id = new_id()
         input_key = layout.input_key(request.tenant, job_id)
         info = blobs.put(input_key, snapshot)
+        policy = self._with_fields(policy, job_id=job_id, tenant=request.tenant, sha256=info.sha256)
         new = NewJob(
             tenant=request.tenant, policy=policy, input_key=input_key, input_sha256=info.sha256,
             input_bytes=info.bytes, idempotency_key=key, request_hash=info.sha256,

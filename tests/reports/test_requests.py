@@ -3,10 +3,18 @@ one job however often it is created, a retry is a second job linked to the faile
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import UTC, datetime
+
 import pytest
 
+from docfence.blobs import RegionRouter
+from docfence.config import DocumentClass, Settings
+from docfence.core.clock import FakeClock
 from docfence.core.errors import IdempotencyConflict, IllegalTransition, NotFound, TemplateError
+from docfence.core.policy import WatermarkSpec
 from docfence.core.states import JobState
+from docfence.engines.marks import MarkSet
 from docfence.engines.report_sample import load_monthly_bundle, sample_monthly_data
 from docfence.reports import ReportRequests, RequestSpec, Templates
 from docfence.store.sqlstore import SqlStore
@@ -76,9 +84,29 @@ def test_retry_creates_a_second_job_linked_to_the_failed_one(
     assert failed.state is JobState.FAILED
     retry = requests_uc.retry(detail.request.id, actor="op")
     assert retry.parent_job_id == failed.id and retry.report_request_id == detail.request.id
-    assert retry.policy == failed.policy and retry.input_sha256 == failed.input_sha256
+    assert retry.policy.evolve(fields={}) == failed.policy.evolve(fields={})  # only its own fields differ
+    assert retry.policy.fields is not None and retry.policy.fields["job_id"] == retry.id
+    assert retry.input_sha256 == failed.input_sha256
     with pytest.raises(IllegalTransition):
         requests_uc.retry(detail.request.id, actor="op")  # the newest job is the queued retry
     jobs = requests_uc.get(detail.request.id).jobs
     assert [j.id for j in jobs] == [failed.id, retry.id]
     assert jobs[0].state is JobState.FAILED  # the evidence stays
+
+
+def test_report_jobs_get_their_field_values_like_watermark_jobs(
+    settings: Settings, rstore: SqlStore, router: RegionRouter, monthly: str
+) -> None:
+    """`{job_id}`, `{date}`, `{tenant}`, `{sha8}` in a class's marks print the job's values, not nothing."""
+    fielded = DocumentClass("fielded", watermark=WatermarkSpec(text="ISSUED {job_id} ON {date} ({sha8})"))
+    settings = replace(settings, classes={**settings.classes, "fielded": fielded})
+    clock = FakeClock(start=datetime(2026, 3, 4, 23, 30, tzinfo=UTC))
+    requests_uc = ReportRequests(settings, rstore, router, clock=clock)
+    detail, _ = requests_uc.create(spec(monthly, document_class="fielded"), actor="test")
+    job = rstore.get(detail.jobs[0].id)
+    fields = job.policy.fields or {}
+    assert fields["job_id"] == job.id and fields["tenant"] == "acme"
+    assert fields["date"] == "2026-03-04" and fields["datetime"] == "2026-03-04 23:30 UTC"
+    assert job.input_sha256 is not None and fields["sha8"] == job.input_sha256[:8]
+    (drawn,) = MarkSet.of(job.policy).on_page(0, 1)  # the text the renderer draws on the page
+    assert drawn.text == f"ISSUED {job.id} ON 2026-03-04 ({job.input_sha256[:8]})"
