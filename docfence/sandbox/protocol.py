@@ -1,5 +1,6 @@
 """What crosses the sandbox's sockets: small JSON messages on SOCK_SEQPACKET (one send = one message),
-a job's socket handed to the zygote with SCM_RIGHTS, and the parent-death signal both ends rely on."""
+a job's socket handed to the zygote with SCM_RIGHTS, the parent-death signal both ends rely on, and the
+task's secrets file (a password, the signing key): written by the parent, read only by the render child."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import os
 import signal
 import socket
+from pathlib import Path
 from typing import Any
 
 MAX_MESSAGE = 64 * 1024  # control and job messages are small; documents travel as files
@@ -36,6 +38,28 @@ def receive(sock: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
             os.close(fd)
         return None, []
     return json.loads(data), list(fds)
+
+
+def write_secrets(path: Path, secrets: dict[str, Any]) -> None:
+    """Write a task's secrets to `path` (0600, created anew, never through a link) for its render
+    process alone: the zygote's request names the file, so no secret passes through the zygote's
+    memory, which every later render process inherits (docs/security.md)."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(json.dumps(secrets).encode("utf-8"))
+
+
+def take_secrets(path: str | None) -> dict[str, Any]:
+    """In the render process: the task's secrets, the file removed as it is read ({} without one)."""
+    if not path:
+        return {}
+    try:
+        data = Path(path).read_bytes()
+    finally:
+        Path(path).unlink(missing_ok=True)
+    found: dict[str, Any] = json.loads(data)
+    return found
 
 
 def die_with_parent(expected_parent: int) -> None:

@@ -58,19 +58,31 @@ def _raster_dpi(task: Task) -> int | None:
     return policy.dpi if task.kind == "watermark" and Mode(policy.mode) is Mode.RASTER else None
 
 
+def _secrets_file(task: Task) -> Path | None:
+    """The task's password and signing key, written beside its output (the job's own work folder)
+    for its render process to read and remove; None when it has neither. They never pass through the
+    zygote, whose memory every later render process inherits."""
+    given = {"password": task.password, "signing": task.signing}
+    if not any(given.values()):
+        return None
+    path = Path(f"{task.output_path}.secret")
+    protocol.write_secrets(path, given)
+    return path
+
+
 class SandboxUnavailable(RuntimeError):
     """The zygote could not be started."""
 
 
-PROFILES = ("all", "watermark", "report")  # what the zygote imports and warms (zygote.py)
+PROFILES = ("all", "watermark", "report", "sign")  # what the zygote imports and warms (zygote.py)
 
 
 class Sandbox:
     def __init__(self, profile: str = "all") -> None:
         """`profile`: "watermark" leaves the report engine (weasyprint, +28 MB) out of the zygote, so
         each fork and exit copies and tears down fewer page tables; "report" warms it before the first
-        task; "all" (default) warms both. Any profile runs any task kind, a missing import costing
-        that one task its time."""
+        task; "all" (default) warms both. These profiles run any kind but "sign", a missing import
+        costing that one task its time."""
         if profile not in PROFILES:
             raise ValueError(f"unknown sandbox profile {profile!r}")
         self.profile = profile
@@ -109,26 +121,34 @@ class Sandbox:
         """Run `task` in a fresh render process. `cancel()` true: kill it, outcome `canceled`.
         `heartbeat()` is called every interval while it runs; what it raises kills the task and
         propagates (e.g. LeaseLost). Never raises for anything the render process does."""
+        if (task.kind == "sign") != (self.profile == "sign"):  # the key's zygote forks no untrusted work
+            raise ValueError(f"a {task.kind} task cannot run in the {self.profile!r} sandbox: "
+                             "sign tasks run only in Sandbox('sign'), and it runs nothing else")
         answer = Path(f"{task.output_path}.answer")
         answer.unlink(missing_ok=True)
+        secret = _secrets_file(task)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         token = secrets.token_hex(8)
         try:
             with theirs:
-                if not self._hand_over(token, theirs, task, answer):
+                if not self._hand_over(token, theirs, task, answer, secret):
                     return from_exit(None, killed_for=None)
             return _Watch(self, ours, token, task, answer, cancel, heartbeat, heartbeat_interval_s).wait()
         finally:
             ours.close()
             answer.unlink(missing_ok=True)
+            if secret is not None:  # the render process removes it; this covers one that died first
+                secret.unlink(missing_ok=True)
 
-    def _hand_over(self, token: str, theirs: socket.socket, task: Task, answer: Path) -> bool:
+    def _hand_over(self, token: str, theirs: socket.socket, task: Task, answer: Path,
+                   secret: Path | None) -> bool:
         limits = task.policy.limits
         size = task.input_path.stat().st_size if task.input_path.exists() else 0
-        request = {
+        request = {  # no secret in it: the zygote reads it (see _secrets_file)
             "kind": task.kind, "input": str(task.input_path), "output": str(task.output_path),
-            "answer": str(answer), "policy": task.policy.to_dict(), "password": task.password,
-            "fsync": task.fsync, "signing": task.signing, "memory_mb": limits.render_memory_mb,
+            "answer": str(answer), "policy": task.policy.to_dict(),
+            "secrets": str(secret) if secret is not None else None,
+            "fsync": task.fsync, "memory_mb": limits.render_memory_mb,
             "cpu_s": int(limits.render_budget_s(input_bytes=size, pages=limits.max_pages,
                                                 raster_dpi=_raster_dpi(task))) + 1,
         }

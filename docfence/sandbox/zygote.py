@@ -272,6 +272,17 @@ def _import_issue_stages() -> None:
             warm_up()
 
 
+def _warm_sign() -> None:
+    """The sign zygote's warm-up: pyHanko's imports and first-call set-up with a throwaway key."""
+    from docfence import faults  # noqa: F401
+    from docfence.engines.signing import warm_up
+    from docfence.sandbox import work  # noqa: F401
+
+    with contextlib.suppress(Exception):  # only a cache: a broken signer fails in its own task
+        warm_up()
+    _freeze()
+
+
 def _import_reports() -> None:
     import docfence.engines.report_job  # noqa: F401  (weasyprint: the slowest import by far)
 
@@ -298,12 +309,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="docfence.sandbox.zygote")
     parser.add_argument("--parent", type=int, required=True)
     parser.add_argument("--fd", type=int, required=True)
-    parser.add_argument("--profile", choices=("all", "watermark", "report"), default="all")
+    parser.add_argument("--profile", choices=("all", "watermark", "report", "sign"), default="all")
     args = parser.parse_args(argv)
     protocol.die_with_parent(args.parent)
     protocol.set_process_name(protocol.ZYGOTE_NAME)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it ends us
     control = socket.socket(fileno=args.fd)
+    if args.profile == "sign":  # only our own validated outputs: no engines or fonts to warm
+        _warm_sign()
+        Zygote(control).serve(())
+        return 0
     warm()
     if args.profile == "report":
         _import_reports()
