@@ -98,7 +98,8 @@ def test_no_secret_in_either_zygote_after_a_sign_and_a_password_task(key: Signin
     assert not list(tmp_path.glob("*.secret*"))  # each child removed its secrets file
 
 
-def test_a_sign_task_never_runs_in_a_sandbox_that_forks_untrusted_work(key: SigningKey, tmp_path: Path) -> None:
+def test_a_sign_task_never_runs_in_a_sandbox_that_forks_untrusted_work(key: SigningKey,
+                                                                      tmp_path: Path) -> None:
     plain = tmp_path / "plain.pdf"
     plain.write_bytes(samples.many_pages(1))
     sign = Task("sign", plain, tmp_path / "s.pdf", JobPolicy(signing=SigningSpec()), signing=key.to_request())
