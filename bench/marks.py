@@ -3,7 +3,9 @@ per page) plus the static diagonal mark, against the static diagonal mark alone,
 validation included (engines.process: preflight, sanitise, watermark, full standard validation).
 
 Runs the two policies alternately (so a change in machine load hits both alike) and reports the best
-of `--runs` each, their ratio (target <= 1.3), output sizes and the load average it ran under.
+of `--runs` each, their ratio (target <= 1.3), the same for CPU seconds (this process and the
+validator's forked workers: steadier than wall time on a loaded machine), output sizes and the load
+average it ran under.
 
 Usage: python bench/marks.py DOC.pdf [--runs 3] [--json]
    e.g. python bench/marks.py /tmp/dense/doc_2000p.pdf   (see ../shared/bench/README.md)
@@ -20,6 +22,7 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]  # ben
 
 import argparse
 import json
+import resource
 from pathlib import Path
 from typing import Any
 
@@ -36,28 +39,37 @@ STATIC = JobPolicy(watermark=WatermarkSpec(), fields=dict(FIELDS))
 WITH_FOOTER = JobPolicy(watermark=WatermarkSpec(), marks=(FOOTER,), fields=dict(FIELDS))
 
 
-def timed(data: bytes, policy: JobPolicy) -> tuple[float, int, bool]:
-    started = monotonic()
+def _cpu() -> float:
+    """CPU seconds of this process and of its waited-for children (the validator's forked workers)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def timed(data: bytes, policy: JobPolicy) -> tuple[float, float, int, bool]:
+    started, cpu = monotonic(), _cpu()
     result = process(data, policy)
-    return monotonic() - started, len(result.output), bool(result.validation["ok"])
+    return monotonic() - started, _cpu() - cpu, len(result.output), bool(result.validation["ok"])
 
 
 def measure(path: Path, runs: int) -> dict[str, Any]:
     data = path.read_bytes()
     process(data, STATIC)  # warm fonts and caches once, outside the timings
     best: dict[str, float] = {"static": float("inf"), "footer": float("inf")}
+    cpu: dict[str, float] = {"static": float("inf"), "footer": float("inf")}
     sizes: dict[str, int] = {}
     valid: dict[str, bool] = {}
     for _ in range(runs):
         for name, policy in (("static", STATIC), ("footer", WITH_FOOTER)):
-            seconds, size, ok = timed(data, policy)
-            best[name] = min(best[name], seconds)
+            seconds, cpu_s, size, ok = timed(data, policy)
+            best[name], cpu[name] = min(best[name], seconds), min(cpu[name], cpu_s)
             sizes[name], valid[name] = size, ok
     load = os.getloadavg()
     return {
         "document": str(path), "input_bytes": len(data), "runs": runs,
         "static_s": round(best["static"], 2), "footer_plus_static_s": round(best["footer"], 2),
         "ratio": round(best["footer"] / best["static"], 3), "target_ratio": 1.3,
+        "static_cpu_s": round(cpu["static"], 2), "footer_plus_static_cpu_s": round(cpu["footer"], 2),
+        "cpu_ratio": round(cpu["footer"] / cpu["static"], 3),
         "output_bytes": sizes, "validation_ok": valid,
         "load_avg_1_5_15": [round(v, 2) for v in load], "cores": os.cpu_count(),
     }

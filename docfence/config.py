@@ -280,6 +280,7 @@ class Settings:
             validation=cls.validation,
             verification=cls.verification,
             signing=cls.signing,
+            marks=cls.mark_rules.marks, fields={},  # fields: filled at submission (service) or left empty
         )
         return base.evolve(**overrides) if overrides else base
 
@@ -551,15 +552,18 @@ def _doc_class(name: str, spec: Any) -> DocumentClass:
         except ValueError:
             raise _invalid(f"{label}.mode", spec["mode"], f"allowed: {', '.join(m.value for m in Mode)}") \
                 from None
+    spec["mark_rules"] = rules = _mark_rules(label, spec)
     if "watermark" in spec:
         wm = spec["watermark"]
         if isinstance(wm, dict) and isinstance(wm.get("color"), list):
             wm = {**wm, "color": tuple(wm["color"])}
         try:
+            if isinstance(wm, dict) and wm.get("image") is not None:
+                wm = {**wm, "image": rules.image(wm["image"])}  # a logo by name, as in marks
             spec["watermark"] = WatermarkSpec.from_mapping(wm)
+            rules.check_fields(spec["watermark"])  # the class's own first mark keeps its field rules too
         except ConfigError as exc:
             raise ConfigError(f"{label}.watermark: {exc.message}") from None
-    spec["mark_rules"] = _mark_rules(label, spec)
     if "sanitize" in spec:
         policy = spec["sanitize"]
         if not isinstance(policy, dict):

@@ -334,6 +334,12 @@ class Service:
         principal.require("jobs.read")
         return self.describe(self._visible(principal, job_id), principal)
 
+    def get_submitted(self, principal: Principal, job_id: str) -> JobDetail:
+        """The job this caller just submitted, re-read while `POST /v1/jobs?wait=` waits: a submit-only
+        key may see what it submitted (as the submit answer shows it), not other jobs (`get`)."""
+        principal.require("jobs.submit")
+        return self.describe(self._visible(principal, job_id), principal)
+
     def list_jobs(self, principal: Principal, query: JobQuery) -> tuple[list[JobDetail], str | None]:
         """The key's tenant's jobs under the filters, newest first (created_at, then id), `limit` per
         page, and the cursor of the next page (None on the last). Stable under concurrent inserts."""
@@ -573,18 +579,22 @@ def _marks(rules: MarkRules, base: WatermarkSpec,
 
 
 def _drawable(marks: tuple[WatermarkSpec, ...], caller: Mapping[str, str]) -> None:
-    """Images decoded and converted, and text with the caller's values laid out, now as the render
-    will: a logo or a recipient no installed font can draw fails the submission, not the job."""
-    from docfence.core.fields import fill
+    """Images decoded and converted, and the caller's values laid out, now as the render will: a logo
+    or a recipient no installed font can draw fails the submission (naming the field), not the job."""
     from docfence.engines.mark_art import check_image
     from docfence.engines.outline_text import outline_text
 
+    used = {name for spec in marks for name in spec.fields}
+    for name, value in caller.items():
+        if name in used and value.strip():
+            try:
+                outline_text(value)
+            except ConfigError:
+                raise ConfigError(f"{name} holds a character no installed font can draw",
+                                  field=name) from None
     for spec in marks:
         if spec.image is not None:
             check_image(spec.image)
-        elif caller and any(name in spec.fields for name in caller):
-            sample = {"date": "2026-01-01", "job_id": "x", "tenant": "x", "page": "1", "pages": "1"}
-            outline_text(fill(spec.text, {**sample, **caller}))
 
 
 def _caller_fields(request: SubmitRequest) -> dict[str, str]:

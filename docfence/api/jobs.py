@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import functools
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -158,7 +159,7 @@ async def submit_job(
     job, created = await anyio.to_thread.run_sync(call, limiter=_submit_limiter(http_request))
     budget = min(wait, MAX_WAIT_S)
     if budget > 0 and not job.terminal:
-        detail = await _read_until_terminal(service, principal, job.id, budget)
+        detail = await _read_until_terminal(service.get_submitted, principal, job.id, budget, service)
     else:
         detail = await anyio.to_thread.run_sync(service.describe, job, principal)
     response.status_code = 201 if created else 200
@@ -266,7 +267,7 @@ async def get_job(
     """The job's state; `Retry-After` suggests when to ask again while it is active."""
     budget = min(wait, MAX_WAIT_S)
     if budget > 0:
-        detail = await _read_until_terminal(service, principal, job_id, budget)
+        detail = await _read_until_terminal(service.get, principal, job_id, budget, service)
     else:
         detail = await run_in_threadpool(service.get, principal, job_id)
     hint = retry_after(detail.job.state)
@@ -276,16 +277,18 @@ async def get_job(
 
 
 async def _read_until_terminal(
-    service: Service, principal: Principal, job_id: str, budget_s: float
+    read: Callable[[Principal, str], JobDetail], principal: Principal, job_id: str, budget_s: float,
+    service: Service,
 ) -> JobDetail:
-    """Read the job, then again each time its end is announced (at least every SAFETY_POLL_S), until
-    it is terminal or `budget_s` is spent. No thread is held while waiting. The watch starts before
-    the first read, so an end committed at any moment after that read wakes this request."""
+    """Read the job with `read` (which checks what the key may see), then again each time its end is
+    announced (at least every SAFETY_POLL_S), until it is terminal or `budget_s` is spent. No thread is
+    held while waiting. The watch starts before the first read, so an end committed at any moment
+    after that read wakes this request."""
     until = monotonic() + budget_s
     loop = asyncio.get_running_loop()
     woken = asyncio.Event()
     with service.watch_job_end(job_id, on_wake=lambda: loop.call_soon_threadsafe(woken.set)):
-        detail = await run_in_threadpool(service.get, principal, job_id)
+        detail = await run_in_threadpool(read, principal, job_id)
         while not detail.job.terminal:
             remaining = until - monotonic()
             if remaining <= 0:
@@ -293,7 +296,7 @@ async def _read_until_terminal(
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(woken.wait(), min(SAFETY_POLL_S, remaining))
             woken.clear()
-            detail = await run_in_threadpool(service.get, principal, job_id)
+            detail = await run_in_threadpool(read, principal, job_id)
     return detail
 
 

@@ -54,10 +54,10 @@ def build_policy(args: argparse.Namespace) -> JobPolicy:
     (DOCFENCE_CONFIG), the defaults when none is set (no other setting is read: no database here)."""
     spec = WatermarkSpec.from_mapping(
         {"text": args.text, "position": args.position, "pages": args.pages, "opacity": args.opacity})
-    rules = MarkRules(max_marks=MAX_MARKS, timezone=args.timezone)
+    rules = MarkRules(max_marks=MAX_MARKS, timezone=getattr(args, "timezone", "UTC"))
     caller = {name: getattr(args, name) for name in CALLER_FIELDS if getattr(args, name, None) is not None}
     fields = resolve_fields(rules, caller, job_id="local", tenant="local", issued_at=utcnow())
-    marks = tuple(_mark(raw) for raw in args.mark)
+    marks = tuple(_mark(raw) for raw in getattr(args, "mark", None) or ())
     blank = blank_marks((spec, *marks), fields)
     if blank:
         raise ConfigError(f"mark {blank[0]} draws nothing once its fields are filled (missing --recipient?)")

@@ -1,5 +1,5 @@
-"""`docfence webhooks create|list|disable|rotate-secret|deliver|show`: signed webhook endpoints per tenant,
-straight against the store named by the settings, and the delivery dispatcher.
+"""`docfence webhooks create|list|disable|rotate-secret|deliver|status|show`: signed webhook endpoints
+per tenant, straight against the store named by the settings, and the delivery dispatcher.
 
 `create` and `rotate-secret` print the endpoint's signing secret once, on the last line.
 """
@@ -61,6 +61,10 @@ def register(sub: Any) -> None:
     deliver.add_argument("--once", action="store_true", help="one pass, then print what it did")
     add_json_flag(deliver)
     deliver.set_defaults(func=run_deliver)
+    status = hooks_sub.add_parser("status", help="deliveries by state: pending, delivering, delivered, "
+                                                 "failed")
+    add_json_flag(status)
+    status.set_defaults(func=run_status)
     show = hooks_sub.add_parser("show", help="a job's webhook events, deliveries and attempts")
     show.add_argument("job_id")
     add_json_flag(show)
@@ -135,6 +139,15 @@ def run_deliver(args: argparse.Namespace) -> int:
         emit(args, " ".join(f"{k}={v}" for k, v in counts.items()), counts)
         return 0
     dispatcher.run_forever(threading.Event())
+    return 0
+
+
+def run_status(args: argparse.Namespace) -> int:
+    from docfence.maintenance.webhooks import webhook_store
+    from docfence.store import open_store
+
+    counts = webhook_store(open_store(load_settings().database_url)).count_webhook_deliveries()
+    emit(args, " ".join(f"{state}={n}" for state, n in counts.items()), counts)
     return 0
 
 

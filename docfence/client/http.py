@@ -221,6 +221,30 @@ class DocfenceClient:
         """A new job for a report request whose last job failed or was canceled."""
         return _job(self._request("POST", f"/v1/report-requests/{request_id}/retry"))
 
+    # -- webhooks (a tenant admin key) -----------------------------------------------------------
+    def create_webhook_endpoint(self, url: str, events: Sequence[str] = ("*",), *,
+                                description: str | None = None) -> dict[str, Any]:
+        """A new endpoint of the key's tenant; the answer's `secret` (whsec_...) is shown this once."""
+        body = {"url": url, "events": list(events), "description": description}
+        answer: dict[str, Any] = self._request("POST", "/v1/webhooks/endpoints", json=body).json()
+        return answer
+
+    def list_webhook_endpoints(self) -> list[dict[str, Any]]:
+        """The tenant's endpoints, disabled ones included (never their secrets)."""
+        answer: list[dict[str, Any]] = self._request("GET", "/v1/webhooks/endpoints").json()
+        return answer
+
+    def rotate_webhook_secret(self, endpoint_id: str) -> dict[str, Any]:
+        """A new signing secret, shown this once; the old one signs alongside it for a grace period."""
+        answer: dict[str, Any] = self._request(
+            "POST", f"/v1/webhooks/endpoints/{endpoint_id}/rotate-secret").json()
+        return answer
+
+    def disable_webhook_endpoint(self, endpoint_id: str) -> dict[str, Any]:
+        """No more deliveries to it; its pending ones fail as `endpoint_disabled`."""
+        answer: dict[str, Any] = self._request("DELETE", f"/v1/webhooks/endpoints/{endpoint_id}").json()
+        return answer
+
     def capabilities(self) -> dict[str, Any]:
         body: dict[str, Any] = self._request("GET", "/v1/capabilities").json()
         return body

@@ -93,7 +93,7 @@ def resolve_marks(rules: MarkRules, watermark: WatermarkSpec, *, given_watermark
     field at fault (unknown fields, too many marks, a field or logo the class does not allow)."""
     defaults = (watermark, *rules.marks)
     if given_marks is None:
-        first = WatermarkSpec.from_mapping(given_watermark, watermark) if given_watermark else watermark
+        first = _mark(rules, given_watermark, watermark) if given_watermark else watermark
         chosen = [first, *rules.marks]
     else:
         if not isinstance(given_marks, Sequence) or isinstance(given_marks, str | bytes) or not given_marks:

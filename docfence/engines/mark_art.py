@@ -34,10 +34,18 @@ class Art:
 
     pieces: tuple[tuple[float, pikepdf.Stream], ...]
     outline: Outline
+    draw: str = "/DfText Do"  # the operators drawing the pieces, by the names of `named`
+    named: tuple[tuple[str, pikepdf.Stream], ...] = ()  # resource name -> form (each form once)
+    key: tuple[str, ...] = ()  # when set: every art of this key names the same forms (shareable)
 
     @property
     def form(self) -> pikepdf.Stream:
         return self.pieces[0][1]
+
+    @classmethod
+    def single(cls, form: pikepdf.Stream, outline: Outline) -> Art:
+        """One form at the origin, drawn as `/DfText`, as a single mark has always been drawn."""
+        return cls(((0.0, form),), outline, "/DfText Do", (("/DfText", form),))
 
 
 class ArtShop:
@@ -54,7 +62,8 @@ class ArtShop:
             return self._once(("image", spec.image), lambda: self._image(spec.image or ""))
         if len(mark.runs) <= 1:
             return self._once(("text", mark.text), lambda: self._text(mark.text))
-        return self._once(("runs", mark.text), lambda: self._runs(mark))
+        # keyed by the runs, not the text: the same text split differently names other forms
+        return self._once(("runs", repr(mark.runs)), lambda: self._runs(mark))
 
     def _once(self, key: tuple[str, str], make: object) -> Art:
         if key not in self._made:
@@ -71,25 +80,40 @@ class ArtShop:
 
     def _text(self, text: str) -> Art:
         outline = outline_text(text)
-        return Art(((0.0, self.form(outline.ops, _pad(outline.bbox), pikepdf.Dictionary())),), outline)
+        return Art.single(self.form(outline.ops, _pad(outline.bbox), pikepdf.Dictionary()), outline)
 
     def _runs(self, mark: PageMark) -> Art:
-        """Runs laid end to end: a static run is one shared form, a page-dependent run one shared form
-        per character (a footer "7/20" draws the form of the text before it, of "7" and of "/20")."""
-        x, box, pieces = 0.0, None, []
+        """Runs laid end to end: a static run is one shared form (`/S<k>`), the page number one shared
+        form per digit (`/D<digit>`): a footer "7/20" draws the form of the text before it, of "7" and of
+        "/20". Every page of the mark names the same set of forms, so its forms share one resource
+        dictionary (`Art.key`)."""
+        statics = tuple(text for text, per_page in mark.runs if not per_page)
+        named = self._once(("named", "\x00".join(statics)), lambda: self._named(statics))  # type: ignore[arg-type]
+        x, box, pieces, ops, k = 0.0, None, [], [], 0
         for text, per_page in mark.runs:
             for chunk in (text if per_page else [text]):
                 if not chunk.strip():
                     x += _SPACE * len(chunk)
                     continue
                 piece = self._once(("text", chunk), lambda c=chunk: self._text(c))  # type: ignore[misc]
+                name = f"/D{chunk}" if per_page else f"/S{k}"
                 pieces.append((x, piece.form))
+                ops.append(f"q 1 0 0 1 {x:.1f} 0 cm {name} Do Q")
                 b = piece.outline.bbox
                 box = _union(box, (b[0] + x, b[1], b[2] + x, b[3]))
                 x += piece.outline.advance
+            k += 0 if per_page else 1
         if box is None:
             raise ConfigError("the mark text has nothing visible to draw")
-        return Art(tuple(pieces), Outline(b"", box, x))
+        return Art(tuple(pieces), Outline(b"", box, x), " ".join(ops), named.named, ("runs", *statics))
+
+    def _named(self, statics: tuple[str, ...]) -> Art:
+        """The forms every page of a `{page}` mark may draw: its static runs and the ten digits."""
+        named = [(f"/S{k}", self._once(("text", text), lambda t=text: self._text(t)).form)  # type: ignore[misc]
+                 for k, text in enumerate(statics) if text.strip()]
+        named += [(f"/D{d}", self._once(("text", d), lambda t=d: self._text(t)).form)  # type: ignore[misc]
+                  for d in "0123456789"]
+        return Art((), Outline(b"", (0.0, 0.0, 0.0, 0.0)), "", tuple(named))
 
     def _image(self, uri: str) -> Art:
         """The image scaled to 1000 units tall, its aspect kept; an SVG stays vector graphics."""
@@ -107,7 +131,7 @@ class ArtShop:
         w = width * UNITS / height
         resources = pikepdf.Dictionary(XObject=pikepdf.Dictionary(DfArt=inner))
         form = self.form(content.encode("ascii"), (0.0, 0.0, w, UNITS), resources)
-        return Art(((0.0, form),), Outline(b"", (0.0, 0.0, w, UNITS), w))
+        return Art.single(form, Outline(b"", (0.0, 0.0, w, UNITS), w))
 
 
 def decode_image(uri: str) -> tuple[str, bytes]:

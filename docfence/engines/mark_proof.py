@@ -11,9 +11,10 @@ from dataclasses import dataclass
 
 import pikepdf
 
+from docfence.engines.content_proof import Same
 from docfence.engines.geometry import PageGeometry
 from docfence.engines.marks import PageMark
-from docfence.engines.vector import NAME_PREFIX, _Builder, draw_bytes, wrapper_bytes
+from docfence.engines.vector import NAME_PREFIX, FormParts, _Builder, draw_bytes, wrapper_bytes
 
 _NAME_RE = re.compile(re.escape(NAME_PREFIX.encode("ascii")) + rb"(\d+)x*")
 # Literal strings with balanced parentheses (one nesting level), hex strings and comments: removed before
@@ -61,6 +62,50 @@ class ExpectedForms:
 
     def form(self, mark: PageMark, geo: PageGeometry) -> pikepdf.Stream:
         return self.builder.geometry_form(mark, geo)
+
+    @staticmethod
+    def _resources_match(parts: FormParts, res: object, same: Same) -> bool:
+        if not isinstance(res, pikepdf.Dictionary) or set(res.keys()) != {"/ExtGState", "/XObject"}:
+            return False
+        states, xobjects = res.ExtGState, res.XObject
+        if not isinstance(states, pikepdf.Dictionary) or set(states.keys()) != {"/DfGS"} \
+                or not same(parts.state, states.DfGS):
+            return False
+        names = {k for k, _ in parts.xobjects}
+        if not isinstance(xobjects, pikepdf.Dictionary) or set(xobjects.keys()) != names:
+            return False
+        return all(same(form, xobjects[k]) for k, form in parts.xobjects)
+
+    def matches(self, mark: PageMark, geo: PageGeometry, actual: object, same: Same) -> bool:
+        """`actual` is exactly the form the builder makes of `mark` for this page (used for marks drawn
+        per page): checked part by part (keys, box, content bytes, the opacity state and the shared
+        pieces it draws, those compared once per document through `same`'s memo) instead of making a
+        scratch form per page and walking both."""
+        if not isinstance(actual, pikepdf.Stream):
+            return False
+        d = actual.stream_dict
+        if set(d.keys()) - _STREAM_KEYS != _FORM_KEYS or d.get("/Subtype") != pikepdf.Name.Form \
+                or d.get("/Type") != pikepdf.Name.XObject:
+            return False
+        box = d.get("/BBox")
+        if not isinstance(box, pikepdf.Array) or len(box) != 4 or any(
+                abs(float(v) - round(w, 4)) > 1e-4 for v, w in zip(box, geo.crop, strict=True)):
+            return False
+        parts = self.builder.form_parts(mark, geo)
+        res = d.get("/Resources")
+        if parts.shared is not None:  # compared once per document: the pair is remembered
+            if not same(parts.shared, res):
+                return False
+        elif not self._resources_match(parts, res, same):
+            return False
+        try:
+            return actual.read_bytes() == parts.content
+        except pikepdf.PdfError:
+            return False
+
+
+_STREAM_KEYS = frozenset({"/Length", "/Filter", "/DecodeParms"})
+_FORM_KEYS = frozenset({"/Type", "/Subtype", "/BBox", "/Resources"})
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ validator so all three agree on what a page must show."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from docfence.core.fields import fill, split_runs
@@ -53,19 +54,36 @@ class MarkSet:
 
     def on_page(self, index: int, count: int) -> tuple[PageMark, ...]:
         """The marks page `index` of `count` gets, in drawing order, with their text for that page."""
-        values = {**dict(self.values), "page": str(index + 1), "pages": str(count)}
         drawn = []
-        for k, spec in enumerate(self.marks):
+        number = str(index + 1)
+        for k, (spec, static, runs) in enumerate(self._compiled(count)):
             if not spec.page_selected(index, count):
                 continue
+            if static is not None:
+                drawn.append(static)
+            else:
+                page_runs = tuple((text.replace("\x00", number), dynamic) for text, dynamic in runs)
+                drawn.append(PageMark(k, spec, "".join(text for text, _ in page_runs), page_runs))
+        return tuple(drawn)
+
+    @functools.lru_cache(maxsize=4)  # noqa: B019  (a MarkSet is small, hashable and lives for one job)
+    def _compiled(self, count: int) -> tuple[tuple[WatermarkSpec, PageMark | None, Runs], ...]:
+        """Per mark: the PageMark every page shares (static marks), or the runs with every field but
+        `{page}` filled (split_runs keeps `{page}` as a run of its own, filled per page)."""
+        values = {**dict(self.values), "page": "\x00", "pages": str(count)}
+        out = []
+        for k, spec in enumerate(self.marks):
             if spec.image is not None:
-                drawn.append(PageMark(k, spec, "", ()))
+                out.append((spec, PageMark(k, spec, "", ()), ()))
             elif self.literal:
-                drawn.append(PageMark(k, spec, spec.text, ((spec.text, False),)))
+                out.append((spec, PageMark(k, spec, spec.text, ((spec.text, False),)), ()))
             else:
                 runs = split_runs(spec.text, values)
-                drawn.append(PageMark(k, spec, fill(spec.text, values), runs))
-        return tuple(drawn)
+                if any(dynamic for _, dynamic in runs):
+                    out.append((spec, None, runs))
+                else:
+                    out.append((spec, PageMark(k, spec, fill(spec.text, values), runs), ()))
+        return tuple(out)
 
     def min_opacity(self) -> float:
         return min((m.opacity for m in self.marks), default=1.0)

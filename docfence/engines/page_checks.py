@@ -181,8 +181,12 @@ class _Prover:
             if name in xa:
                 found.fail(MARK, i, f"mark {mark.index + 1}'s resource name is not fresh")
                 continue
-            expected = self.forms.form(mark, self.pair.src_geos[i])
-            if name not in xb or not self.form_same(expected, xb[name]):
+            geo = self.pair.src_geos[i]
+            if mark.per_page:
+                right = name in xb and self.forms.matches(mark, geo, xb[name], self.form_same)
+            else:
+                right = name in xb and self.form_same(self.forms.form(mark, geo), xb[name])
+            if not right:
                 what = "page geometry and page number" if mark.per_page else "page geometry"
                 found.fail(MARK, i, f"mark {mark.index + 1}'s form is not the expected one for this {what}")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import logging
+from dataclasses import dataclass
 from typing import cast
 
 import pikepdf
@@ -15,7 +16,7 @@ from docfence.core.errors import ConfigError, MalformedPdf
 from docfence.core.policy import JobPolicy, WatermarkSpec
 from docfence.engines.geometry import Matrix, PageGeometry, multiply
 from docfence.engines.layout import placements
-from docfence.engines.mark_art import Art, ArtShop
+from docfence.engines.mark_art import ArtShop
 from docfence.engines.marks import MarkSet, PageMark
 from docfence.engines.preflight import OpenedPdf
 
@@ -30,6 +31,19 @@ def _fmt(m: Matrix) -> str:
     return " ".join(f"{v:.4f}" for v in m)
 
 
+@dataclass(frozen=True)
+class FormParts:
+    content: bytes
+    state: pikepdf.Object  # the ExtGState of the mark's opacity
+    xobjects: tuple[tuple[str, pikepdf.Stream], ...]  # name -> shared form (text runs, digits, image)
+    shared: pikepdf.Object | None = None  # the indirect resources every page's form of this mark uses
+
+
+def _resources(state: pikepdf.Object, named: tuple[tuple[str, pikepdf.Stream], ...]) -> pikepdf.Dictionary:
+    xobjects = pikepdf.Dictionary(dict(named))
+    return pikepdf.Dictionary(ExtGState=pikepdf.Dictionary(DfGS=state), XObject=xobjects)
+
+
 class _Builder:
     """Creates the shared objects: each mark's art once (mark_art), one form per mark and page geometry
     (per page text for marks with `{page}`), and one pair of wrapper streams per combination of marks."""
@@ -39,6 +53,7 @@ class _Builder:
         self.shop = ArtShop(pdf)
         self.states: dict[float, pikepdf.Object] = {}
         self.forms: dict[tuple[object, ...], pikepdf.Stream] = {}
+        self.resources: dict[tuple[str, ...], pikepdf.Object] = {}
         self.wrappers: dict[tuple[tuple[str, str], ...], tuple[pikepdf.Stream, pikepdf.Stream]] = {}
         self.open_q = pdf.make_stream(b"q\n")
 
@@ -48,23 +63,37 @@ class _Builder:
             self.states[opacity] = self.pdf.make_indirect(gs)
         return self.states[opacity]
 
+    def form_parts(self, mark: PageMark, geo: PageGeometry) -> FormParts:
+        """What the mark's form for this page geometry holds, without making it: its content, the
+        ExtGState of its opacity and the (shared) XObjects it draws, by name."""
+        art = self.shop.art(mark)
+        width, height = geo.display_size
+        to_user = geo.display_to_user()
+        x0, y0, x1, y1 = geo.crop
+        r, g, b = mark.spec.color
+        lines = [f"q {x0:.3f} {y0:.3f} {x1 - x0:.3f} {y1 - y0:.3f} re W n /DfGS gs {r} {g} {b} rg"]
+        for m in placements(mark.spec, art.outline, width, height):
+            lines.append(f"q {_fmt(multiply(m, to_user))} cm {art.draw} Q")
+        lines.append("Q\n")
+        state = self._state(mark.spec.opacity)
+        shared = self._shared_resources(art.key, state, art.named) if art.key else None
+        return FormParts("\n".join(lines).encode("ascii"), state, art.named, shared)
+
+    def _shared_resources(self, key: tuple[str, ...], state: pikepdf.Object,
+                          named: tuple[tuple[str, pikepdf.Stream], ...]) -> pikepdf.Object:
+        """One indirect resource dictionary for all the per-page forms of a `{page}` mark."""
+        full = (*key, str(state.objgen))
+        if full not in self.resources:
+            self.resources[full] = self.pdf.make_indirect(_resources(state, named))
+        return self.resources[full]
+
     def geometry_form(self, mark: PageMark, geo: PageGeometry) -> pikepdf.Stream:
         """The mark laid out for this page geometry, clipped to the visible box."""
         key = (mark.index, mark.spec, mark.text, geo.crop, geo.rotate)
         if key not in self.forms:
-            art = self.shop.art(mark)
-            width, height = geo.display_size
-            to_user = geo.display_to_user()
-            x0, y0, x1, y1 = geo.crop
-            r, g, b = mark.spec.color
-            lines = [f"q {x0:.3f} {y0:.3f} {x1 - x0:.3f} {y1 - y0:.3f} re W n /DfGS gs {r} {g} {b} rg"]
-            draw, xobjects = _pieces(art)
-            for m in placements(mark.spec, art.outline, width, height):
-                lines.append(f"q {_fmt(multiply(m, to_user))} cm {draw} Q")
-            lines.append("Q\n")
-            resources = pikepdf.Dictionary(
-                ExtGState=pikepdf.Dictionary(DfGS=self._state(mark.spec.opacity)), XObject=xobjects)
-            self.forms[key] = self.shop.form("\n".join(lines).encode("ascii"), geo.crop, resources)
+            parts = self.form_parts(mark, geo)
+            resources = parts.shared if parts.shared is not None else _resources(parts.state, parts.xobjects)
+            self.forms[key] = self.shop.form(parts.content, geo.crop, resources)
         return self.forms[key]
 
     def wrapper(self, drawn: tuple[tuple[str, str], ...]) -> tuple[pikepdf.Stream, pikepdf.Stream]:
@@ -74,20 +103,6 @@ class _Builder:
             before = self.open_q if first == b"q\n" else self.pdf.make_stream(first)
             self.wrappers[drawn] = (before, self.pdf.make_stream(last))
         return self.wrappers[drawn]
-
-
-def _pieces(art: Art) -> tuple[str, pikepdf.Dictionary]:
-    """Operators drawing the art's pieces at their offsets, and the XObjects they name (one piece at
-    the origin: `/DfText Do`, as a single mark has always been drawn)."""
-    if len(art.pieces) == 1 and art.pieces[0][0] == 0.0:
-        return "/DfText Do", pikepdf.Dictionary(DfText=art.form)
-    names: dict[tuple[int, int], str] = {}
-    xobjects, ops = pikepdf.Dictionary(), []
-    for x, form in art.pieces:
-        name = names.setdefault(form.objgen, f"/R{len(names)}")
-        xobjects[name] = form
-        ops.append(f"q 1 0 0 1 {x:.1f} 0 cm {name} Do Q")
-    return " ".join(ops), xobjects
 
 
 def draw_bytes(name: str) -> bytes:

@@ -19,6 +19,9 @@ from docfence.store.outbox import EVENT_TYPES
 from docfence.store.webhooks import WebhookEndpoint
 
 MAX_URL_CHARS = 2000
+#: Every terminal transition of a tenant's jobs writes one delivery per subscribed endpoint in the
+#: transition's own transaction: the number of endpoints bounds that cost.
+MAX_ENDPOINTS_PER_TENANT = 20
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,10 @@ class WebhookEndpoints:
                description: str | None = None) -> IssuedSecret:
         if description is not None and (len(description) > 200 or _has_controls(description)):
             raise InvalidRequest("description must be at most 200 printable characters", field="description")
+        enabled = [e for e in self.store.list_webhook_endpoints(tenant) if e.disabled_at is None]
+        if len(enabled) >= MAX_ENDPOINTS_PER_TENANT:
+            raise InvalidRequest(f"a tenant has at most {MAX_ENDPOINTS_PER_TENANT} enabled webhook "
+                                 "endpoints; disable one first", field="url")
         secret = new_secret()
         endpoint = self.store.insert_webhook_endpoint(
             new_id("whe"), tenant=tenant, url=check_endpoint_url(url, self.config),

@@ -1,19 +1,23 @@
 """Sending one webhook request without server-side request forgery: resolve the receiver's host, refuse
 loopback, private, link-local, multicast, reserved and unspecified addresses unless the allow-list names
 them, then connect to the very address that was checked (no second lookup). No redirects, bounded
-connect and read timeouts, and at most BODY_PREFIX_BYTES of the answer are read."""
+connect and read timeouts, a total time limit per attempt (a receiver cannot trickle its answer
+forever), and at most BODY_PREFIX_BYTES of the answer are read."""
 
 from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Callable, Mapping, Sequence
+import ssl
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any
+from urllib.parse import urlsplit
 
+import httpcore
 import httpx
 
-from docfence.core.clock import Clock, SystemClock
+from docfence.core.clock import Clock, SystemClock, monotonic
 
 BODY_PREFIX_BYTES = 256
 Resolver = Callable[[str, int], Sequence[str]]
@@ -95,43 +99,107 @@ def check_url(url: str) -> tuple[str, str, int]:
 class Timeouts:
     connect_s: float
     read_s: float
+    total_s: float  # the whole attempt, however slowly a receiver trickles its answer
+
+
+class _Deadline:
+    """Bounds every socket operation of one attempt by what is left of its total time."""
+
+    def __init__(self, seconds: float) -> None:
+        self.until = monotonic() + seconds
+
+    @property
+    def passed(self) -> bool:
+        return monotonic() >= self.until
+
+    def bound(self, timeout: float | None) -> float:
+        left = self.until - monotonic()
+        if left <= 0:
+            raise httpcore.ReadTimeout("the attempt's total time ran out")
+        return left if timeout is None else min(timeout, left)
+
+
+class _BoundedStream(httpcore.NetworkStream):
+    def __init__(self, stream: httpcore.NetworkStream, deadline: _Deadline) -> None:
+        self.stream, self.deadline = stream, deadline
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self.stream.read(max_bytes, self.deadline.bound(timeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self.stream.write(buffer, self.deadline.bound(timeout))
+
+    def close(self) -> None:
+        self.stream.close()
+
+    def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
+                  timeout: float | None = None) -> httpcore.NetworkStream:
+        tls = self.stream.start_tls(ssl_context, server_hostname, self.deadline.bound(timeout))
+        return _BoundedStream(tls, self.deadline)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self.stream.get_extra_info(info)
+
+
+class _PinnedBackend(httpcore.SyncBackend):
+    """Connects to the address the policy checked, whatever the URL's host resolves to now (no second
+    lookup for DNS to answer differently); the URL keeps its host for the Host header, TLS server name
+    and certificate check."""
+
+    def __init__(self, address: str, deadline: _Deadline) -> None:
+        self.address, self.deadline = address, deadline
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                    local_address: str | None = None,
+                    socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
+        stream = super().connect_tcp(self.address, port, timeout=self.deadline.bound(timeout),
+                                     local_address=local_address, socket_options=socket_options)
+        return _BoundedStream(stream, self.deadline)
+
+
+class _PinnedTransport(httpx.HTTPTransport):
+    """httpx's transport (its request and error mapping) over a pool with the pinned backend."""
+
+    def __init__(self, address: str, deadline: _Deadline, ssl_context: ssl.SSLContext) -> None:
+        super().__init__(verify=ssl_context, trust_env=False)
+        self._pool.close()
+        # httpx builds its pool privately; replacing it is the one way to give it a network backend
+        self._pool = httpcore.ConnectionPool(ssl_context=ssl_context, max_connections=1,
+                                             network_backend=_PinnedBackend(address, deadline))
 
 
 class GuardedTransport:
     """POSTs one body to a receiver under the address policy (`send` is the one I/O seam)."""
 
     def __init__(self, policy: AddressPolicy, timeouts: Timeouts, *, resolver: Resolver = resolve,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, ssl_context: ssl.SSLContext | None = None) -> None:
+        """`ssl_context`: whom HTTPS receivers' certificates must chain to (default: the public CAs)."""
         self.policy, self.timeouts, self.resolver = policy, timeouts, resolver
         self.clock = clock or SystemClock()
+        # built once: loading the CA bundle costs tens of milliseconds, more than a local delivery
+        self.ssl_context = ssl_context or httpx.create_ssl_context()
 
     def send(self, url: str, body: bytes, headers: Mapping[str, str]) -> Sent:
         """Raises DestinationRefused before any connection for a refused URL or address."""
-        scheme, host, port = check_url(url)
+        _, host, port = check_url(url)
         started = self.clock.monotonic()
         try:
             addresses = self.resolver(host, port)
         except OSError as exc:
             return Sent(None, self._ms(started), f"cannot resolve {host} ({exc.strerror or exc})")
         ip = self.policy.check(host, addresses)
-        parts = urlsplit(url)
-        netloc = f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
-        target = urlunsplit((scheme, netloc, parts.path or "/", parts.query, ""))
-        extensions = {"sni_hostname": host} if scheme == "https" else {}
-        send_headers = {**headers, "host": parts.netloc}
+        deadline = _Deadline(self.timeouts.total_s)
         timeout = httpx.Timeout(connect=self.timeouts.connect_s, read=self.timeouts.read_s,
                                 write=self.timeouts.read_s, pool=self.timeouts.connect_s)
+        transport = _PinnedTransport(str(ip), deadline, self.ssl_context)
         try:
-            with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client:
-                request = client.build_request("POST", target, content=body, headers=send_headers,
-                                               extensions=extensions)
-                response = client.send(request, stream=True)
-                try:
-                    prefix = _read_prefix(response)
-                finally:
-                    response.close()
+            with (httpx.Client(transport=transport, timeout=timeout, follow_redirects=False,
+                               trust_env=False) as client,
+                  client.stream("POST", url, content=body, headers=dict(headers)) as response):
+                prefix = _read_prefix(response)
         except httpx.TimeoutException as exc:
-            return Sent(None, self._ms(started), _timeout_name(exc))
+            limit = f"attempt time limit ({self.timeouts.total_s:g} s)"
+            return Sent(None, self._ms(started), limit if deadline.passed else _timeout_name(exc))
         except httpx.HTTPError as exc:
             return Sent(None, self._ms(started), f"{type(exc).__name__}: {str(exc)[:200]}")
         return Sent(response.status_code, self._ms(started), None, prefix)

@@ -68,7 +68,8 @@ class WebhookDispatcher:
         self.rng = rng or random.Random()
         self.interval_s = interval_s
         self.transport = transport or GuardedTransport(
-            AddressPolicy(config.allow_hosts), Timeouts(config.connect_timeout_s, config.read_timeout_s),
+            AddressPolicy(config.allow_hosts),
+            Timeouts(config.connect_timeout_s, config.read_timeout_s, total_s=config.lease_s / 2),
             clock=self.clock)
 
     def run_once(self) -> DispatchResult:
@@ -79,10 +80,12 @@ class WebhookDispatcher:
                 deadline_s=self.config.delivery_deadline_s, limit=self.config.batch):
             result.overdue.append(f"{event_id}/{endpoint_id}")
             DELIVERIES.labels("failed").inc()
-        claims = self.store.claim_webhook_deliveries(self.worker, limit=self.config.batch,
-                                                     lease_s=self.config.lease_s)
-        for claim in claims:
-            self.deliver(claim, result)
+        for _ in range(self.config.batch):
+            # one claim right before each attempt: a slow receiver never eats the lease of the next
+            claims = self.store.claim_webhook_deliveries(self.worker, limit=1, lease_s=self.config.lease_s)
+            if not claims:
+                break
+            self.deliver(claims[0], result)
         return result
 
     def deliver(self, claim: DeliveryClaim, result: DispatchResult) -> None:
@@ -115,9 +118,9 @@ class WebhookDispatcher:
                                               reason=reason):
             bucket.append(key)
             DELIVERIES.labels(attempt.outcome).inc()
-            log.info("webhook %s attempt %d to endpoint %s: %s", claim.event_id, claim.attempt,
+            log.info("webhook %s delivery attempt %d to endpoint %s: %s", claim.event_id, claim.attempt,
                      claim.endpoint_id, attempt.outcome,
-                     extra={"job_id": claim.job_id, "attempt": claim.attempt})
+                     extra={"job_id": claim.job_id, "attempt": claim.job_attempt})
         else:
             DELIVERIES.labels("stale").inc()
 

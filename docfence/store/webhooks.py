@@ -49,6 +49,7 @@ class DeliveryClaim:
     event_created_at: datetime
     event_type: str
     job_id: str
+    job_attempt: int  # the job's attempt whose transition wrote the event
     payload: str
     url: str
     secrets: tuple[str, ...] = field(repr=False)
@@ -206,6 +207,9 @@ class WebhookQueries(SqlBase):
             row = tx.one("finish_webhook_delivery", to_state=to_state, delay_s=float(delay_s),
                          status_code=result.status_code, reason=reason, worker=claim.worker,
                          now=self._now_param(), **keys)
+            if row is not None and to_state == "pending":
+                tx.send("postpone_endpoint_deliveries", endpoint_id=claim.endpoint_id, delay_s=float(delay_s),
+                        now=self._now_param())
             # on the job's own audit chain: its events (API, inspect, console) show every attempt
             self._append_event(tx, "webhook_attempt", actor=claim.worker, job_id=claim.job_id,
                                reason=result.outcome, chain=claim.job_id, details={
@@ -265,6 +269,7 @@ def _claim(row: Row, event: Row, endpoint: Row, worker: str) -> DeliveryClaim:
     return DeliveryClaim(
         event_id=row["event_id"], endpoint_id=row["endpoint_id"], attempt=int(row["attempt"]), worker=worker,
         claimed_at=row["claimed_at"], lease_expires_at=row["run_after"], event_created_at=row["created_at"],
-        event_type=event["type"], job_id=event["job_id"], payload=event["payload"], url=endpoint["url"],
+        event_type=event["type"], job_id=event["job_id"], job_attempt=int(event["attempt"]),
+        payload=event["payload"], url=endpoint["url"],
         secrets=tuple(secrets),
     )

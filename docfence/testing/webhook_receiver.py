@@ -5,11 +5,14 @@ with the `standardwebhooks` library, dedupes on `webhook-id`, and can be told to
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
@@ -18,7 +21,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 @dataclass
 class Receiver:
     secret: str
-    mode: str = "ok"  # ok | 500 | hang | slow
+    mode: str = "ok"  # ok | 500 | hang | slow | drip
     received: list[tuple[str, int]] = field(default_factory=list)  # (webhook-id, docfence-attempt)
     bad_signatures: int = 0
     payloads: dict[str, Any] = field(default_factory=dict)  # deduped on webhook-id
@@ -56,6 +59,13 @@ class Receiver:
             handler.end_headers()
             handler.wfile.write(b"x" * 600)
             return
+        if self.mode == "drip":  # a byte every 50 ms until released: no read ever waits long
+            for byte in b"HTTP/1.1 200 OK\r\nx-padding: " + b"x" * 10_000:
+                if self.release.wait(0.05):
+                    return
+                handler.wfile.write(bytes([byte]))
+                handler.wfile.flush()
+            return
         if self.mode == "slow":
             handler.wfile.write(b"HTTP/1.1 200 OK\r\n")
             handler.wfile.flush()
@@ -68,8 +78,9 @@ class Receiver:
 
 
 @contextmanager
-def receiving(receiver: Receiver, port: int = 0) -> Iterator[str]:
-    """Serve `receiver` on 127.0.0.1:`port` (0: a free one) in a thread; yields its URL."""
+def receiving(receiver: Receiver, port: int = 0, *, tls: ssl.SSLContext | None = None) -> Iterator[str]:
+    """Serve `receiver` on 127.0.0.1:`port` (0: a free one) in a thread, over TLS with `tls`; yields its
+    URL."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # the stdlib's name
@@ -80,10 +91,13 @@ def receiving(receiver: Receiver, port: int = 0) -> Iterator[str]:
 
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/hooks/docfence"
+        scheme = "https" if tls is not None else "http"
+        yield f"{scheme}://127.0.0.1:{server.server_address[1]}/hooks/docfence"
     finally:
         receiver.release.set()
         server.shutdown()
@@ -93,3 +107,35 @@ def receiving(receiver: Receiver, port: int = 0) -> Iterator[str]:
 
 def payload_text(receiver: Receiver) -> str:
     return json.dumps(receiver.payloads, sort_keys=True)
+
+
+def tls_pair(folder: Path, host: str) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """A throwaway CA and a server certificate for `host`: (the server's context, a client context
+    that trusts only that CA)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    from docfence.core.clock import utcnow
+
+    now = utcnow()
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "webhook test CA")])
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+          .serial_number(x509.random_serial_number()).not_valid_before(now - timedelta(days=1))
+          .not_valid_after(now + timedelta(days=1))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    leaf = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)]))
+            .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - timedelta(days=1)).not_valid_after(now + timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    pem = serialization.Encoding.PEM
+    (folder / "server.pem").write_bytes(leaf.public_bytes(pem) + key.private_bytes(
+        pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(folder / "server.pem")
+    client = ssl.create_default_context(cadata=ca.public_bytes(pem).decode())
+    return server, client

@@ -146,6 +146,19 @@ def test_post_wait_answers_202_while_the_job_runs(any_env: ApiEnv) -> None:
     assert raw.status_code == 202 and raw.headers["location"] == f"/v1/jobs/{raw.json()['id']}"
 
 
+def test_post_wait_with_a_submit_only_key_answers_with_its_job(any_env: ApiEnv) -> None:
+    """A key that may submit but not read still gets the job it created (never 403 after creating it,
+    which would leave the caller without the job id and invite a duplicate submission)."""
+    key = any_env.key("a", ("submit",))
+    raw = httpx.post(f"{any_env.base_url}/v1/jobs", params={"wait": "0.2"}, files={"file": ("x.pdf", PDF)},
+                     headers={"Authorization": f"Bearer {key}"})
+    assert raw.status_code == 202, raw.text
+    assert any_env.store.get(raw.json()["id"]).tenant == "a"
+    auth = {"Authorization": f"Bearer {key}"}
+    other = httpx.get(f"{any_env.base_url}/v1/jobs/{raw.json()['id']}", headers=auth)
+    assert other.status_code == 403  # reading jobs stays the read scope's
+
+
 @pytest.fixture
 def worker_thread(any_env: ApiEnv) -> Iterator[threading.Event]:
     """Plays a worker woken by the submission (the store's wake-up, no polling): the first job queued

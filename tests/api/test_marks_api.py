@@ -3,6 +3,9 @@ field values on the job, the recipient hidden from read-only keys."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import httpx
 import pytest
 
@@ -46,3 +49,24 @@ def test_bad_marks_and_values_are_refused_with_a_400_naming_them(
     assert response.status_code == 400, response.text
     error = response.json()["error"]
     assert error["code"] == "invalid_watermark" and error["field"] == field and words in error["message"]
+
+
+def test_the_cli_client_sends_marks_and_fields_and_names_a_refused_flag(
+    env: ApiEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from .test_cli import cli
+
+    monkeypatch.setenv("DOCFENCE_URL", env.base_url)
+    monkeypatch.setenv("DOCFENCE_API_KEY", env.key())
+    doc = tmp_path / "in.pdf"
+    doc.write_bytes(PDF)
+    footer = '[{"text": "CONFIDENTIAL"}, {"text": "{recipient} {page}/{pages}", "position": "footer"}]'
+    assert cli(["submit", str(doc), "--json", "--recipient", "Ada Example", "--marks", footer]) == 0
+    row = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    job_id = row["job"]["id"]
+    assert row["job"]["fields"]["recipient"] == "Ada Example"  # the sender sees whom it went to
+    stored = env.store.get(job_id).policy
+    assert stored.fields is not None and stored.fields["recipient"] == "Ada Example"
+    assert [m.position for m in stored.all_marks()] == ["diagonal", "footer"]
+    assert cli(["submit", str(doc), "--recipient", "x" * 200]) != 0
+    assert "--recipient" in capsys.readouterr().err

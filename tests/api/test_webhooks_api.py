@@ -69,3 +69,19 @@ def test_a_job_webhook_verifies_with_the_api_secret_and_shows_in_the_job_events(
     assert payload["data"]["job_id"] == job.id and payload["type"] == "job.succeeded"
     attempt = next(e for e in events if e["action"] == "webhook_attempt")
     assert attempt["reason"] == "delivered" and attempt["details"]["status_code"] == 204
+
+
+def test_the_python_client_manages_endpoints(env: ApiEnv) -> None:
+    from docfence.client import Forbidden, JobNotFound
+
+    with env.client(env.key(scopes=("admin",))) as admin, env.client(env.key()) as plain:
+        created = admin.create_webhook_endpoint("https://hooks.example.org/c", ["job.failed"],
+                                                description="billing")
+        assert created["secret"].startswith("whsec_") and created["events"] == ["job.failed"]
+        assert [e["id"] for e in admin.list_webhook_endpoints()] == [created["id"]]
+        assert admin.rotate_webhook_secret(created["id"])["secret"] != created["secret"]
+        assert admin.disable_webhook_endpoint(created["id"])["disabled_at"] is not None
+        with pytest.raises(Forbidden):
+            plain.list_webhook_endpoints()
+        with pytest.raises(JobNotFound):  # the client's not-found error for any missing record
+            admin.rotate_webhook_secret("whe_missing")

@@ -64,7 +64,7 @@ def drawn_number(page: pikepdf.Page, mark: int = 1) -> str:
 
     form = page.obj.Resources.XObject[f"/DfWm{mark}"]
     digits = {outline_text(d).ops: d for d in "0123456789"}
-    names = re.findall(rb"(/R\d+) Do", form.read_bytes())
+    names = re.findall(rb"(/[SD]\d+) Do", form.read_bytes())
     return "".join(digits.get(form.Resources.XObject[n.decode()].read_bytes(), "") for n in names)
 
 
@@ -79,10 +79,11 @@ def test_footer_says_its_page_number_on_every_page_and_validates() -> None:
         footers = {pdf.pages[i].obj.Resources.XObject.DfWm1.objgen for i in range(20)}
         assert len(footers) == 20  # the {page} mark: a form per page
         forms = [pdf.pages[i].obj.Resources.XObject.DfWm1 for i in range(20)]
-        shared = {form.Resources.XObject.R0.objgen for form in forms}
-        assert len(shared) == 1  # ...whose text around the number is one shared object
-        used = {xobject.objgen for form in forms for xobject in form.Resources.XObject.values()}
-        assert len(used) <= 1 + 10 + 1  # the text before, ten digits, "/20": drawn by every page
+        resources = {form.Resources.objgen for form in forms}
+        assert len(resources) == 1 and (0, 0) not in resources  # one shared resource dictionary...
+        shared = forms[0].Resources.XObject
+        assert sorted(shared.keys()) == ["/D0", "/D1", "/D2", "/D3", "/D4", "/D5", "/D6", "/D7", "/D8", "/D9",
+                                         "/S0", "/S1"]  # ...naming the text before, "/20" and ten digits
 
 
 def test_marks_keep_to_their_own_pages() -> None:
@@ -164,3 +165,25 @@ def test_unsafe_or_unsupported_svg_is_refused(svg: bytes, message: str) -> None:
 def test_a_png_that_is_not_a_png_is_refused() -> None:
     with pytest.raises(ConfigError, match="PNG"):
         check_image(uri("png", b"GIF89a not really"))
+
+
+def test_the_local_cli_builds_marks_and_fields(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import argparse
+
+    from docfence.cli import watermark as cli
+
+    logo = tmp_path / "logo.svg"
+    logo.write_bytes(SVG)
+    args = argparse.Namespace(text="CONFIDENTIAL", position="diagonal", pages="all", opacity=0.25,
+                              mode="vector", dpi=150, owner_password_policy="refuse",
+                              timezone="Europe/Berlin",
+                              recipient="Dr. Ada Example", purpose=None, reference=None,
+                              mark=['{"text": "{recipient} · {page}/{pages}", "position": "footer"}',
+                                    f'{{"image": "{logo}", "position": "header"}}'])
+    policy = cli.for_file(cli.build_policy(args), b"%PDF-1.4 x")
+    assert policy.fields is not None and policy.fields["recipient"] == "Dr. Ada Example"
+    assert policy.fields["job_id"] == "local" and len(policy.fields["sha8"]) == 8
+    assert policy.marks[1].image is not None and policy.marks[1].image.startswith("data:image/svg+xml")
+    args.recipient = None
+    with pytest.raises(ConfigError, match="mark 2 draws nothing"):
+        cli.build_policy(argparse.Namespace(**{**vars(args), "mark": ['{"text": "{recipient}"}']}))

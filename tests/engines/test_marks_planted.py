@@ -77,3 +77,20 @@ def test_marks_drawn_in_the_wrong_order(pair: tuple[bytes, bytes], level: str) -
 
     names, _ = failed(pair[0], mutate(pair[1], reorder), level)
     assert {"watermark_structure"} <= names
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_a_page_number_drawn_with_another_digit(pair: tuple[bytes, bytes], level: str) -> None:
+    """Page 7's footer draws /D7 as the mark's shared resources say, but its own resources map /D7 to
+    the outline of an 8: the content bytes are right, the digit drawn is not."""
+
+    def other_digit(pdf: pikepdf.Pdf) -> None:
+        form = pdf.pages[6].obj.Resources.XObject.DfWm1
+        own = pikepdf.Dictionary(form.Resources)  # a copy for this page alone, then one digit swapped
+        own.XObject = pikepdf.Dictionary(own.XObject)
+        own.XObject.D7 = own.XObject.D8
+        form.Resources = own
+
+    names, failures = failed(pair[0], mutate(pair[1], other_digit), level)
+    assert {"watermark_structure"} <= names
+    assert any(f.startswith("page 7: mark 2") for f in failures)

@@ -82,6 +82,8 @@ def test_the_recipient_is_drawn_stored_audited_and_never_logged(  # type: ignore
     ({"marks": [{"text": "a"}] * 5}, "marks", "at most 4"),
     ({"marks": [{"text": "{recipient}"}]}, "marks", "draws nothing"),
     ({"marks": [{"text": "logo", "image": "nope"}]}, "marks", "not a logo of this class"),
+    ({"watermark": {"image": "nope"}}, "watermark", "not a logo of this class"),
+    ({"recipient": "\U00013000 Scribe"}, "recipient", "no installed font"),  # a hieroglyph: refused now
 ])
 def test_submit_refuses_bad_marks_and_values_before_storing_anything(  # type: ignore[no-untyped-def]
     store, tmp_path: Path, request_fields: dict[str, Any], field: str, message: str

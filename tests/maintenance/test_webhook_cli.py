@@ -75,6 +75,25 @@ def test_deliver_once_and_show(db: str, capsys: pytest.CaptureFixture[str]) -> N
     assert DELIVERIES.labels("delivered")._value.get() == before + 2
     for payload in receiver.payloads.values():
         assert set(payload) == {"type", "timestamp", "data"} and set(payload["data"]) == PAYLOAD_FIELDS
+    assert main(["webhooks", "status", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"pending": 0, "delivering": 0, "delivered": 2, "failed": 0}
     assert main(["webhooks", "show", job.id, "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert {d["state"] for d in shown["deliveries"]} == {"delivered"} and len(shown["attempts"]) == 2
+    assert main(["inspect", job.id]) == 0  # the attempts are on the job's timeline
+    assert capsys.readouterr().out.count("webhook_attempt") == 2
+
+
+def test_a_tenant_has_a_bounded_number_of_enabled_endpoints(db: str) -> None:
+    from docfence.config import WebhooksConfig
+    from docfence.core.errors import InvalidRequest
+    from docfence.maintenance.webhook_endpoints import MAX_ENDPOINTS_PER_TENANT, WebhookEndpoints
+
+    endpoints = WebhookEndpoints(open_store(db), WebhooksConfig())
+    made = [endpoints.create("acme", f"https://hooks.example.org/{i}", ["*"], actor="t")
+            for i in range(MAX_ENDPOINTS_PER_TENANT)]
+    with pytest.raises(InvalidRequest):
+        endpoints.create("acme", "https://hooks.example.org/more", ["*"], actor="t")
+    endpoints.create("globex", "https://hooks.example.org/other-tenant", ["*"], actor="t")
+    endpoints.disable("acme", made[0].endpoint.id, actor="t")
+    endpoints.create("acme", "https://hooks.example.org/replacement", ["*"], actor="t")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import invariant, run_state_machine_as_test
 
 from docfence.core.clock import FakeClock
 from docfence.core.errors import NotFound
@@ -14,6 +16,7 @@ from docfence.core.records import ArtifactInfo, NewJob
 from docfence.core.states import JobState
 from docfence.store.outbox import EVENT_TYPES
 from docfence.store.webhooks import AttemptResult
+from docfence.testing.stores import postgres_store, reset, sqlite_store
 
 ALL = tuple(EVENT_TYPES)
 
@@ -192,3 +195,54 @@ def test_rotation_signs_with_both_secrets_during_the_grace(store, clock: FakeClo
     (later,) = store.claim_webhook_deliveries("d1", limit=1, lease_s=60)
     assert later.secrets == ("whsec_bmV3bmV3bmV3",)
     assert "secret" not in repr(store.get_webhook_endpoint("whe_t1_1")).replace("secret_grace", "")
+
+
+def _outbox_machine(base: type) -> type:
+    """The store's interleavings machine (test_stateful.py) with one more invariant after every step:
+    a job has exactly its terminal event (one delivery to the subscribed endpoint) or none."""
+
+    class OutboxMachine(base):  # type: ignore[valid-type,misc]
+        def __init__(self) -> None:
+            super().__init__()
+            endpoint(self.store, tenant="t")
+
+        @invariant()
+        def terminal_jobs_have_exactly_their_event(self) -> None:
+            for job in self.store.list_jobs(limit=1000):
+                activity = self.store.webhook_activity(job.id)
+                types = sorted(t for t, _ in activity.events.values())
+                assert types == ([f"job.{job.state.value}"] if job.state.terminal else []), (job.state, types)
+                assert len(activity.deliveries) == len(types)
+
+    return OutboxMachine
+
+
+OUTBOX_SETTINGS = settings(max_examples=20, stateful_step_count=25, deadline=None,
+                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+
+def test_outbox_under_random_interleavings_sqlite(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from test_stateful import StoreMachine
+
+    counter = iter(range(10**6))
+
+    class Machine(_outbox_machine(StoreMachine)):  # type: ignore[misc]
+        @staticmethod
+        def store_factory(clock: FakeClock):  # type: ignore[no-untyped-def]
+            return sqlite_store(tmp_path / f"o{next(counter)}.db", clock)
+
+    run_state_machine_as_test(Machine, settings=OUTBOX_SETTINGS)
+
+
+@pytest.mark.postgres
+def test_outbox_under_random_interleavings_postgres(pg_url: str) -> None:
+    from test_stateful import StoreMachine
+
+    class Machine(_outbox_machine(StoreMachine)):  # type: ignore[misc]
+        @staticmethod
+        def store_factory(clock: FakeClock):  # type: ignore[no-untyped-def]
+            store = postgres_store(pg_url, clock)
+            reset(store)
+            return store
+
+    run_state_machine_as_test(Machine, settings=OUTBOX_SETTINGS)

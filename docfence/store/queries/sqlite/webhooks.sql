@@ -38,17 +38,25 @@ UPDATE webhook_deliveries
        finished_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)
  WHERE endpoint_id = :endpoint_id AND state IN ('pending', 'delivering');
 
--- name: insert_webhook_event
--- The outbox row of one terminal transition, in the transition's transaction.
+-- name: insert_webhook_events
+-- The outbox rows of a transaction's terminal transitions (:events is a JSON array of objects; `at` in
+-- epoch seconds), in that same transaction: one statement however many jobs ended.
 INSERT INTO webhook_events (id, tenant, type, job_id, attempt, report_request_id, payload, created_at)
-VALUES (:id, :tenant, :type, :job_id, :attempt, :report_request_id, :payload, :created_at);
+SELECT json_extract(r.value, '$.id'), json_extract(r.value, '$.tenant'), json_extract(r.value, '$.type'),
+       json_extract(r.value, '$.job_id'), json_extract(r.value, '$.attempt'),
+       json_extract(r.value, '$.report_request_id'), json_extract(r.value, '$.payload'),
+       json_extract(r.value, '$.at')
+  FROM json_each(:events) AS r;
 
 -- name: insert_webhook_deliveries
--- One pending delivery of event :id to every enabled endpoint of :tenant subscribed to :type.
+-- One pending delivery of each event of :events to every enabled endpoint of its tenant subscribed to
+-- its type (an indexed probe of the tenant's endpoints; nothing when it has none).
 INSERT INTO webhook_deliveries (event_id, endpoint_id, state, run_after, created_at)
-SELECT :id, e.id, 'pending', :created_at, :created_at
-  FROM webhook_endpoints AS e
- WHERE e.tenant = :tenant AND e.disabled_at IS NULL AND e.events LIKE '%,' || :type || ',%';
+SELECT json_extract(r.value, '$.id'), e.id, 'pending', json_extract(r.value, '$.at'), json_extract(r.value, '$.at')
+  FROM json_each(:events) AS r
+  JOIN webhook_endpoints AS e
+    ON e.tenant = json_extract(r.value, '$.tenant') AND e.disabled_at IS NULL
+   AND e.events LIKE '%,' || json_extract(r.value, '$.type') || ',%';
 
 -- name: fail_overdue_webhook_deliveries
 -- Deliveries not delivered within :deadline_s of their event (pending, or a lost lease) fail.
@@ -137,3 +145,11 @@ SELECT state, count(*) AS n FROM webhook_deliveries GROUP BY state;
 SELECT 1 AS due FROM webhook_deliveries
  WHERE state IN ('pending', 'delivering') AND run_after <= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)
  LIMIT 1;
+
+-- name: postpone_endpoint_deliveries
+-- An attempt to :endpoint_id failed: its other pending deliveries wait at least as long, so a receiver
+-- that is down costs one attempt per backoff period, not one per event (and delays no other endpoint).
+UPDATE webhook_deliveries
+   SET run_after = max(run_after, t.now + :delay_s)
+  FROM (SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now) AS t
+ WHERE endpoint_id = :endpoint_id AND state = 'pending';
