@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from docfence.config import sandbox_environment
 from docfence.core.clock import monotonic
 from docfence.core.policy import JobPolicy, Mode
 from docfence.sandbox import protocol
@@ -193,6 +194,7 @@ class Sandbox:
                 [sys.executable, "-m", "docfence.sandbox.zygote", "--parent", str(os.getpid()),
                  "--fd", str(theirs.fileno()), "--profile", self.profile],
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, close_fds=True,
+                env=sandbox_environment(),  # no credentials for the zygote's render processes
             )
         self._control, self._ready = ours, False
         self.starts += 1

@@ -133,3 +133,22 @@ def test_the_render_process_holds_the_password_it_was_handed(tmp_path: Path,
             stop.set()
             thread.join(HANG_GUARD_S)
     assert result and result[0].canceled
+
+
+def test_the_zygote_inherits_no_credential_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker's environment may hold the password-sealing key, the PKCS#12 password, database and
+    storage credentials: none reaches the zygote's environment or memory; ordinary settings still do."""
+    planted = {name: "env-" + secrets.token_hex(16) for name in (
+        "DOCFENCE_PASSWORD_KEY", "DOCFENCE_SIGNING_PKCS12_PASSWORD", "DOCFENCE_SIGNING_SECRET",
+        "DOCFENCE_DATABASE_URL", "AWS_SECRET_ACCESS_KEY")}
+    for name, value in planted.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("DOCFENCE_LOG_LEVEL", "warning")
+    with Sandbox("sign") as box:
+        box.start()
+        assert box.zygote_pid is not None
+        with open(f"/proc/{box.zygote_pid}/environ", "rb") as fh:
+            environ = dict(item.partition(b"=")[::2] for item in fh.read().split(b"\0") if item)
+        assert environ.get(b"DOCFENCE_LOG_LEVEL") == b"warning"
+        assert not {name.encode() for name in planted} & set(environ)
+        assert _found(box.zygote_pid, {n: v.encode() for n, v in planted.items()}) == {}
