@@ -133,6 +133,7 @@ def test_the_render_process_holds_the_password_it_was_handed(tmp_path: Path,
             stop.set()
             thread.join(HANG_GUARD_S)
     assert result and result[0].canceled
+    assert not list(tmp_path.glob("*.secret"))  # taken by the render process, or removed after it
 
 
 def test_the_zygote_inherits_no_credential_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
