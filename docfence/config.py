@@ -211,8 +211,10 @@ class Settings:
     limits: Limits = field(default_factory=Limits)
     server: ServerConfig = field(default_factory=ServerConfig)
     webhooks: WebhooksConfig = field(default_factory=WebhooksConfig)
-    signing_secret: str = ""  # for signed download URLs; generated per data dir when empty
-    password_key: str = ""  # Fernet key sealing PDF passwords at rest; generated per data dir when empty
+    # secrets, never printed: signed download URLs' key, and the Fernet key sealing PDF passwords at
+    # rest (each generated per data folder when empty)
+    signing_secret: str = field(default="", repr=False)
+    password_key: str = field(default="", repr=False)
     signed_url_ttl_s: float = 300.0
     max_upload_bytes: int = 100 * 1024 * 1024
     reconcile_batch: int = 100
@@ -220,6 +222,9 @@ class Settings:
     staging_grace_s: float = 60.0
     report_processors: tuple[str, ...] = ()  # outside renderers report requests may name
     log_level: str = "INFO"
+    # where serve, worker and reconcile of one host share their counters (Prometheus multi-process
+    # files); empty: see docfence.observability.multiproc.metrics_dir
+    metrics_dir: str = ""
     verification: VerificationConfig = field(default_factory=VerificationConfig)
     signing: SigningConfig = field(default_factory=SigningConfig)
 
@@ -295,6 +300,8 @@ _ENV = {
     "DOCFENCE_MAX_UPLOAD_BYTES": ("max_upload_bytes", int),
     "DOCFENCE_LOG_LEVEL": ("log_level", str),
     "DOCFENCE_STAGING_GRACE_S": ("staging_grace_s", float),
+    "PROMETHEUS_MULTIPROC_DIR": ("metrics_dir", str),  # prometheus_client's own name, honoured as is
+    "DOCFENCE_METRICS_DIR": ("metrics_dir", str),  # later: wins over PROMETHEUS_MULTIPROC_DIR
 }
 _WORKER_ENV = {
     "DOCFENCE_LEASE_TTL_S": "lease_ttl_s",

@@ -23,7 +23,7 @@ from docfence.blobs import BlobStore, RegionRouter
 from docfence.blobs.sealed import PasswordSeal, load_key
 from docfence.config import Settings
 from docfence.core import tokens
-from docfence.core.access import SCOPES, Principal, check_scopes
+from docfence.core.access import SCOPES, Principal, check_scopes, check_tenant
 from docfence.core.clock import Clock, SystemClock
 from docfence.core.errors import (
     ArtifactGone,
@@ -74,7 +74,6 @@ log = logging.getLogger(__name__)
 KEY_PREFIX = "dfk_"
 STAGE_THREADS = 8  # a batch's uploads written (and fsynced) at once
 REASON_CHARS = 200  # a cancel or delete reason, free text kept in the audit event
-_TENANT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _KEY_ID_RE = re.compile(r"[0-9a-f]{12}")
 #: Actors that name a process (worker host and pid): anything but a key reference that holds a digit.
 _PROCESS_ACTOR_RE = re.compile(r"(?!key:).*[0-9].*")
@@ -120,12 +119,6 @@ class Download:
     size: int
     chunks: Iterator[bytes]
     close: Callable[[], None]
-
-
-def check_tenant(tenant: str) -> str:
-    if not isinstance(tenant, str) or not _TENANT_RE.fullmatch(tenant):
-        raise InvalidRequest("tenant must match [A-Za-z0-9][A-Za-z0-9._-]* (at most 64 characters)")
-    return tenant
 
 
 def check_reason(reason: str | None) -> str | None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from docfence.api.app import serve
 from docfence.config import load_settings
+from docfence.observability.multiproc import share
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -14,7 +14,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--log-level", default="warning")
     args = parser.parse_args(argv)
-    serve(load_settings(), args.host, args.port, log_level=args.log_level)
+    settings = load_settings()
+    share(settings)  # before the app imports prometheus_client: this host's counters, one scrape
+    from docfence.api.app import serve
+
+    serve(settings, args.host, args.port, log_level=args.log_level)
 
 
 if __name__ == "__main__":

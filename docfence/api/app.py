@@ -7,6 +7,7 @@ import logging
 from fastapi import FastAPI
 
 from docfence.api import jobs, public, reports_routes, verify_routes, webhooks_routes
+from docfence.api.console import install as install_console
 from docfence.api.docs import install_docs
 from docfence.api.errors import install_error_handlers
 from docfence.api.gate import RequestGate
@@ -41,8 +42,6 @@ def create_app(
     app.include_router(webhooks_routes.router)
     install_docs(app, settings.server.docs)
     app.state.report_processors = tuple(settings.report_processors)
-    from docfence.console import install as install_console  # local import: console imports api.deps
-
     install_console(app)  # /console, /console/api/*, /metrics
     # The key is checked before anything reads the body.
     app.add_middleware(RequestGate, service=service, server=settings.server)

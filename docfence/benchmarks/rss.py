@@ -8,24 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from docfence.benchmarks.dense import dense_pdf
-from docfence.benchmarks.harness import REPO
-from docfence.benchmarks.service import (
-    _api_key,
-    _children,
-    _comm,
-    _database,
-    _server,
-    _submit_and_wait,
-    _workers,
-)
-from docfence.config import environment
+from docfence.benchmarks.service import _children, _comm, _server, _submit_and_wait, _workers, bench_setup
 
 BATCH = 100  # jobs submitted and waited for at a time
 
@@ -33,17 +22,11 @@ BATCH = 100  # jobs submitted and waited for at a time
 def run(store: str, jobs: int, workers: int, pages: int, checkpoints: list[int]) -> dict[str, Any]:
     """Submit `jobs` jobs in batches of BATCH; read every process's memory at each checkpoint."""
     marks = sorted({c for c in checkpoints if 0 < c <= jobs} | {jobs})
-    with tempfile.TemporaryDirectory(prefix="docfence-bench-rss-") as tmp_name, \
-            _database(store, Path(tmp_name)) as url:
-        tmp = Path(tmp_name)
+    with bench_setup(store) as (tmp, _, env, key):
         doc = dense_pdf(pages)
-        env = {**environment(), "DOCFENCE_DATABASE_URL": url, "DOCFENCE_STORAGE_URL": f"file://{tmp}/objects",
-               "PYTHONPATH": str(REPO)}
-        env.pop("DOCFENCE_FAULTS", None)
-        key = _api_key(env)
         result: dict[str, Any] = {"bench": "rss", "store": store, "jobs": jobs, "workers": workers,
                                   "pages": pages, "load_before": os.getloadavg()[0], "checkpoints": []}
-        with _server(env, tmp / "serve.log") as base, _workers(env, tmp, workers) as procs, \
+        with _server(env, tmp / "serve.log") as (base, _), _workers(env, tmp, workers) as procs, \
                 httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=120) as http:
             done = 0
             for mark in marks:

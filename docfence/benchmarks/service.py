@@ -29,28 +29,25 @@ HANG_GUARD_S = 600.0  # a stuck job fails the run; it bounds nothing that is mea
 
 
 def run(store: str, jobs: int, workers: int, pages: int, *, latency: bool = False) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="docfence-bench-") as tmp_name, \
-            _database(store, Path(tmp_name)) as url:
-        tmp = Path(tmp_name)
+    with bench_setup(store) as (tmp, url, env, key):
         doc = dense_pdf(pages)
-        env = {**environment(), "DOCFENCE_DATABASE_URL": url, "DOCFENCE_STORAGE_URL": f"file://{tmp}/objects",
-               "PYTHONPATH": str(REPO)}
-        env.pop("DOCFENCE_FAULTS", None)
-        key = _api_key(env)
         result: dict[str, Any] = {"bench": "service", "store": store, "jobs": jobs, "workers": workers,
                                   "pages": pages, "mode": "latency" if latency else "throughput",
                                   "load_before": os.getloadavg()[0], "cores": os.cpu_count()}
         result["engine"] = _engine_only(doc, env, samples=min(jobs, 30), width=workers)
-        with _server(env, tmp / "serve.log") as base, _workers(env, tmp, workers) as procs:
+        with _server(env, tmp / "serve.log") as (base, server), _workers(env, tmp, workers) as procs:
             with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=120) as http:
                 _submit_and_wait(http, [doc] * (2 * workers))  # warm: zygotes ready, connections open
                 _until_zygotes_settle(procs)  # their idle-time warm-up steps must not count as job cost
                 workers_before, zygotes_before = _worker_cpu_s(procs)
+                server_before = _own_cpu_s(server)
                 if latency:
                     result["latency"] = _latency(base, http, doc, jobs)
                 else:
                     result["service"] = _throughput(http, doc, jobs, pages, url)
                 workers_after, zygotes_after = _worker_cpu_s(procs)
+                server_ms = (_own_cpu_s(server) - server_before) * 1000
+                result["api_server_cpu_ms_per_job"] = round(server_ms / jobs, 2)
                 own, forked = workers_after - workers_before, zygotes_after - zygotes_before
                 result["worker_cpu_ms_per_job"] = round((own + forked) * 1000 / jobs, 2)
                 result["cpu_ms_per_job_split"] = {
@@ -62,6 +59,19 @@ def run(store: str, jobs: int, workers: int, pages: int, *, latency: bool = Fals
             _ratios(result)
         result["load_after"] = os.getloadavg()[0]
         return result
+
+
+@contextlib.contextmanager
+def bench_setup(store: str) -> Iterator[tuple[Path, str, dict[str, str], str]]:
+    """(scratch folder, database URL, environment for serve and workers, API key) of a fresh store
+    of kind `store` and a local object folder, removed when the block ends."""
+    with tempfile.TemporaryDirectory(prefix="docfence-bench-") as tmp_name, \
+            _database(store, Path(tmp_name)) as url:
+        tmp = Path(tmp_name)
+        env = {**environment(), "DOCFENCE_DATABASE_URL": url, "DOCFENCE_STORAGE_URL": f"file://{tmp}/objects",
+               "PYTHONPATH": str(REPO)}
+        env.pop("DOCFENCE_FAULTS", None)
+        yield tmp, url, env, _api_key(env)
 
 
 @contextlib.contextmanager
@@ -82,7 +92,8 @@ def _api_key(env: dict[str, str]) -> str:
 
 
 @contextlib.contextmanager
-def _server(env: dict[str, str], log: Path) -> Iterator[str]:
+def _server(env: dict[str, str], log: Path) -> Iterator[tuple[str, int]]:
+    """(base URL, pid) of a real `docfence serve` on a free loopback port, until the block ends."""
     port = _free_port()
     with log.open("wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "docfence.cli", "serve", "--host", "127.0.0.1",
@@ -97,7 +108,7 @@ def _server(env: dict[str, str], log: Path) -> Iterator[str]:
                 return httpx.get(f"{base}/readyz", timeout=5).status_code == 200
             return False
         wait_for(ready, HANG_GUARD_S, "docfence serve to be ready")
-        yield base
+        yield base, proc.pid
     finally:
         stop(proc)
 
@@ -239,6 +250,14 @@ def _worker_cpu_s(procs: list[subprocess.Popen[bytes]]) -> tuple[float, float]:
         for zygote in (c for c in _children(proc.pid) if _comm(c) == "docfence-zygote"):
             forked += used(zygote, slice(11, 15))  # + cutime cstime: the render processes it reaped
     return own, forked
+
+
+def _own_cpu_s(pid: int) -> float:
+    """utime + stime of `pid` (all its threads), in seconds; 0 once it is gone."""
+    with contextlib.suppress(OSError):
+        values = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(values[11]) + int(values[12])) / os.sysconf("SC_CLK_TCK")
+    return 0.0
 
 
 def _until_zygotes_settle(procs: list[subprocess.Popen[bytes]]) -> None:

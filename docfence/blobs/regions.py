@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from docfence.blobs.base import BlobStore
+from docfence.blobs.urls import open_blob_store
 from docfence.core.errors import ConfigError, RegionNotApproved
 
 _REGION = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
@@ -27,8 +28,6 @@ class RegionRouter:
     @classmethod
     def from_config(cls, mapping: Mapping[str, str]) -> RegionRouter:
         """Build each store from region -> blob store URL (open_blob_store); bad URLs raise ConfigError."""
-        from docfence.blobs import open_blob_store  # the package imports this module: import late
-
         return cls({region: open_blob_store(url) for region, url in mapping.items()})
 
     def for_region(self, region: str) -> BlobStore:

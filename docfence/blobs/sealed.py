@@ -4,8 +4,10 @@ removes it with them. Never in the database, logs or events; only the worker uns
 
 from __future__ import annotations
 
+import contextlib
 import os
-from dataclasses import dataclass
+import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken
@@ -38,16 +40,24 @@ def load_key(settings: Settings) -> bytes:
 
 
 def _key_file(path: Path) -> bytes:
+    """The key in `path`, made on first use. The new key is written whole to a private temporary file
+    and linked into place (atomic, and refused when the name exists), so a process starting at the
+    same moment reads either no file or the whole key, never an empty one, and all agree on one key."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        key = path.read_bytes().strip()
-        _check(key)
-        return key
-    with os.fdopen(fd, "wb") as out:
-        out.write(Fernet.generate_key())
-    return path.read_bytes().strip()
+    if not path.exists():
+        fd, tmp = tempfile.mkstemp(prefix=".password-key-", dir=path.parent)  # created 0600
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(Fernet.generate_key())
+                out.flush()
+                os.fsync(out.fileno())
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, path)
+        finally:
+            os.unlink(tmp)
+    key = path.read_bytes().strip()
+    _check(key)
+    return key
 
 
 def _check(key: bytes) -> None:
@@ -62,7 +72,7 @@ def _check(key: bytes) -> None:
 class PasswordSeal:
     """Seals a password into a job's blob and unseals it; the key never leaves this object."""
 
-    key: bytes
+    key: bytes = field(repr=False)
 
     def seal(self, blobs: BlobStore, job_prefix: str, password: str) -> str:
         """Store the sealed password; returns its blob key."""

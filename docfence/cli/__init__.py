@@ -32,13 +32,40 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Long-running commands that record counters: they share one folder per host (see multiproc.share).
+SHARED_METRICS_COMMANDS = frozenset({"serve", "worker", "reconcile"})
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    _share_metrics(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
     return run_command(args.func, args, debug=args.debug)
+
+
+def _share_metrics(argv: list[str]) -> None:
+    """Before anything imports prometheus_client: let `serve`, `worker` and `reconcile` write their
+    counters to the host's shared folder, so `serve`'s /metrics shows the workers' and reconcilers'."""
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    if command not in SHARED_METRICS_COMMANDS:
+        return
+    from docfence.config import load_settings
+    from docfence.core.errors import ConfigError
+    from docfence.observability.multiproc import metrics_dir, share
+
+    try:
+        settings = load_settings()
+    except ConfigError:
+        return  # the command itself reports the bad setting, in one line
+    try:
+        share(settings)
+    except OSError as exc:
+        print(f"docfence: metrics_dir={str(metrics_dir(settings))!r}: {exc.strerror or exc}; this process "
+              "serves only its own counters", file=sys.stderr)
 
 
 def _version() -> str:

@@ -199,7 +199,8 @@ def _run_pool(inputs: list[Path], names: list[str], out_dir: Path, policy: JobPo
     """Results in input order; progress lines on stderr as files finish."""
     total, done = len(inputs), 0
     results: list[dict[str, Any]] = [{} for _ in inputs]
-    with Sandbox() as sandbox, ThreadPoolExecutor(max_workers=max(1, min(width, total))) as pool:
+    # watermark tasks only: no report engine (weasyprint) imported in the zygote while the jobs run
+    with Sandbox("watermark") as sandbox, ThreadPoolExecutor(max_workers=max(1, min(width, total))) as pool:
         sandbox.start()  # from this thread, which outlives the pool (the zygote dies with its starter)
         futures = {pool.submit(process_one, sandbox, path, out_dir, name, policy, password): index
                    for index, (path, name) in enumerate(zip(inputs, names, strict=True))}

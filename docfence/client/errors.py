@@ -2,9 +2,11 @@
 
     ApiError
     ├── HttpError                 the server answered 4xx/5xx (`status`, the server's `server_code`)
-    │   ├── Unauthorized (401), Forbidden (403), JobNotFound (404), Conflict (409), Gone (410),
-    │   └── PayloadTooLarge (413), UnsupportedMediaType (415), InvalidRequest (400, 422),
-    │       ServerError (5xx)
+    │   ├── Unauthorized (401), Forbidden (403), InvalidRequest (400, 422): core's errors of those
+    │   │   names as HTTP answers (defined once, in core.errors; `except core.errors.Forbidden`
+    │   │   catches the client's too)
+    │   ├── JobNotFound (404), Conflict (409), Gone (410), PayloadTooLarge (413),
+    │   └── UnsupportedMediaType (415), ServerError (5xx)
     ├── TransportError            no answer (connection refused, reset, request timeout)
     ├── PollTimeout               this caller's wait budget ran out; the job goes on (carries job_id)
     ├── JobFailed / JobCanceled   the job reached that terminal state (carries the JobView)
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from docfence.core import errors
 from docfence.core.errors import ApiError
 
 if TYPE_CHECKING:
@@ -34,16 +37,15 @@ class HttpError(ApiError):
         self.status, self.server_code = status, server_code
 
 
-class Unauthorized(HttpError):
-    """The API key is missing, wrong or revoked."""
+def _answered(error: type[errors.RequestError]) -> type[HttpError]:
+    """core's `error` as an HTTP answer: its code, message and place in the tree come from core (listed
+    first, so they win), status and server_code from HttpError."""
+    return type(error.__name__, (error, HttpError), {"__doc__": error.__doc__, "__module__": __name__})
 
-    code = "unauthorized"
 
-
-class Forbidden(HttpError):
-    """The server refused the request."""
-
-    code = "forbidden"
+Unauthorized = _answered(errors.Unauthorized)
+Forbidden = _answered(errors.Forbidden)
+InvalidRequest = _answered(errors.InvalidRequest)
 
 
 class JobNotFound(HttpError):
@@ -74,12 +76,6 @@ class UnsupportedMediaType(HttpError):
     """The server refused the upload's type (it is not a PDF)."""
 
     code = "unsupported_media_type"
-
-
-class InvalidRequest(HttpError):
-    """The server rejected the request as invalid."""
-
-    code = "invalid_request"
 
 
 class ServerError(HttpError):

@@ -13,9 +13,19 @@ Two kinds of key, issued separately (`docfence keys create`):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from docfence.core.errors import Forbidden, InvalidRequest
+
+_TENANT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def check_tenant(tenant: str) -> str:
+    """`tenant` if it is a valid tenant name; InvalidRequest naming the rule otherwise."""
+    if not isinstance(tenant, str) or not _TENANT_RE.fullmatch(tenant):
+        raise InvalidRequest("tenant must match [A-Za-z0-9][A-Za-z0-9._-]* (at most 64 characters)")
+    return tenant
 
 TENANT_SCOPES = ("submit", "read", "admin")
 OPERATOR = "operator"

@@ -4,6 +4,7 @@ never polluted. Glyphs come from installed TrueType/OpenType fonts with per-glyp
 from __future__ import annotations
 
 import functools
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,7 +88,10 @@ def _emit(segments: tuple[Segment, ...], dx: float) -> list[str]:
 def _font(path: str, number: int) -> TTFont | None:
     if not Path(path).exists():
         return None
-    return TTFont(path, fontNumber=number, lazy=True)
+    # from memory, not from an open file: forked processes (render processes of one zygote, validation
+    # and raster pieces) share an open file's offset, so two of them reading glyphs lazily at once
+    # would read each other's bytes ("cmap subtable is truncated")
+    return TTFont(io.BytesIO(Path(path).read_bytes()), fontNumber=number, lazy=True)
 
 
 def available_fonts() -> list[TTFont]:

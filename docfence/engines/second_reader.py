@@ -154,6 +154,8 @@ class SecondReader:
             self.poppler = _spawn(["pdfinfo", "-box", "-f", "1", "-l", str(pages), self.path], None)
         except BaseException:
             os.unlink(self.path)
+            if self.structure is not None:
+                self.structure.result()  # reaped, not left behind
             raise
 
     def finish(self, expected: list[PageGeometry]) -> dict[str, Any]:

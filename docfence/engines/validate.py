@@ -100,13 +100,15 @@ def validate(
     parse = level == "exhaustive" or mode != "vector"
     # a long output's libqpdf read runs in a forked process beside the page proof, as qpdf used to
     background = len(out_pages) >= _PARALLEL_FROM_PAGES and usable_cores() > 1
+    out_geos = [page_geometry(p) for p in out_pages]  # once: the page proof and the second reader use them
     reader = SecondReader(output, password, len(out_pages), parse_content=parse, background=background)
     # nothing of a kind the sanitiser strips may be left (engines/sanitize*); runs beside the page proof
     residue = (lambda: residue_check(out, sanitize)) if sanitize is not None else None
     try:
-        checks, notes = _checks(source, output, pw, marks, src_pages, out_pages, mode, dpi, level, residue)
+        checks, notes = _checks(
+            source, output, pw, marks, src_pages, (out_pages, out_geos), mode, dpi, level, residue)
     finally:
-        second = reader.finish([page_geometry(p) for p in out_pages])
+        second = reader.finish(out_geos)
     checks.insert(0, _opens_cleanly(out))
     checks.append(second if checks[1]["ok"] else check("second_reader", [], skipped="page count differs"))
     return {
@@ -133,12 +135,13 @@ def _checks(
     pw: str,
     spec: MarkSet,
     src_pages: list[pikepdf.Dictionary],
-    out_pages: list[pikepdf.Dictionary],
+    out: tuple[list[pikepdf.Dictionary], list[PageGeometry]],
     mode: str,
     dpi: int,
     level: str,
     side: Callable[[], Check] | None,
 ) -> tuple[list[Check], list[str]]:
+    out_pages, out_geos = out
     count = len(src_pages)
     checks: list[Check] = [
         check(
@@ -157,7 +160,6 @@ def _checks(
         checks += split_pixel_checks(source, output, pw, selected, mode, spec, geos, range(count), dpi)
         checks += [side()] if side else []
         return checks, ["raster mode: text, links, annotations and form fields are intentionally not kept"]
-    out_geos = [page_geometry(p) for p in out_pages]
     pair = page_checks.Pair(src_pages, out_pages, spec, selected, geos, out_geos)
     findings, side_check = prove_pages(pair, side)
     checks += structure_report(findings, count, spec)

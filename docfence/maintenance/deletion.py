@@ -1,12 +1,12 @@
 """Deletion with evidence: tombstone the job (its row, attempts and audit trail stay), then remove
 every byte under its prefix in its region, then record what was removed. Retention expiry does the
-same without a request; a sweep removes bytes a stale attempt uploaded after the deletion."""
+same without a request. Bytes a stale attempt uploads after the deletion belong to a deleted job, so
+the reconciler's orphan collection removes them (Reconciler.collect_orphans)."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
 
 from docfence.blobs.regions import RegionRouter
 from docfence.layout import job_prefix
@@ -43,14 +43,3 @@ class DeletionService:
         """Delete the bytes of terminal jobs whose retention expired, in one bounded batch."""
         return [self.delete_job(job_id, actor="retention", request_id=None, reason="retention_expired")
                 for job_id in self.store.retention_due(batch=batch)]
-
-    def sweep_deleted(self, since: datetime, *, limit: int = 1000) -> int:
-        """Remove bytes that appeared under tombstoned jobs after their deletion (late stale uploads)."""
-        removed = 0
-        for job_id, tenant, region in self.store.deleted_since(since, limit=limit):
-            n = self.regions.for_region(region).delete_prefix(job_prefix(tenant, job_id))
-            if n:
-                self.store.record_event("bytes_deleted", actor="reconciler", job_id=job_id,
-                                        reason="late_upload_after_deletion", details={"objects": n})
-                removed += n
-        return removed

@@ -1,25 +1,26 @@
-"""The reconciler: requeue expired leases, fail jobs out of attempts, cancel jobs past their deadline,
-delete orphaned staging objects. Every pass is bounded, idempotent and safe on many machines at once
-(the store's fenced predicates and SKIP LOCKED make concurrent passes harmless)."""
+"""The reconciler: one loop over the maintenance services (lease rescue, deadline cancellation,
+retention, staging collection), each a config plus `run_once()`. Every pass is bounded, idempotent
+and safe on many machines at once (the store's fenced predicates and SKIP LOCKED make concurrent
+passes harmless)."""
 
 from __future__ import annotations
 
 import logging
 import threading
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 
-from docfence.blobs.local import LocalBlobStore
 from docfence.blobs.regions import RegionRouter
 from docfence.core.clock import monotonic
-from docfence.core.errors import DocfenceError, NotFound
-from docfence.layout import attempt_of_staging_key
-from docfence.maintenance.deletion import DeletionService
-from docfence.observability import metrics
+from docfence.core.errors import DocfenceError
+from docfence.maintenance.batch import BatchConfig
+from docfence.maintenance.deadlines import DeadlineCanceller
+from docfence.maintenance.lease_rescue import LeaseRescuer
+from docfence.maintenance.retention import RetentionEnforcer
+from docfence.maintenance.staging import TEMP_MIN_AGE_S, StagingCollector, StagingConfig
 from docfence.store.base import Store
 
 log = logging.getLogger("docfence.reconciler")
-TEMP_MIN_AGE_S = 60.0  # never remove a temp file written to within this, whatever staging_grace_s says
+__all__ = ["TEMP_MIN_AGE_S", "ReconcileConfig", "ReconcileResult", "Reconciler"]
 
 
 @dataclass(frozen=True)
@@ -28,13 +29,8 @@ class ReconcileConfig:
     interval_s: float = 2.0
     gc_batch: int = 500  # objects examined per region per garbage-collection pass
     gc_interval_s: float = 10.0  # listing storage is costlier than the indexed queries
-    # An attempt's staged object is collected only once the attempt ended at least this long ago
-    # (store clock): its worker may still be uploading or discarding it, and an object store's
-    # listing may lag. Objects of deleted jobs are collected at once. Settings.staging_grace_s.
-    staging_grace_s: float = 60.0
-    # Temp files of interrupted writes (`.tmp-*` in a local folder, left by a process killed mid-put)
-    # are removed once last written more than max(staging_grace_s, TEMP_MIN_AGE_S) ago: a live write
-    # touches its file with every chunk. Walking the whole folder is costly, hence its own interval.
+    staging_grace_s: float = 60.0  # see StagingConfig
+    # Walking a whole local folder for temp files is costly, hence its own, slower interval.
     temp_interval_s: float = 600.0
 
 
@@ -55,134 +51,50 @@ class ReconcileResult:
 
 class Reconciler:
     def __init__(self, store: Store, regions: RegionRouter | None, config: ReconcileConfig) -> None:
-        if config.batch < 1 or config.interval_s <= 0 or config.gc_batch < 1:
-            raise DocfenceError("reconciler batch, gc_batch and interval must be positive")
-        if config.staging_grace_s < 0:
-            raise DocfenceError("reconciler staging_grace_s must not be negative")
+        if config.interval_s <= 0:
+            raise DocfenceError("reconciler interval must be positive")
         self.store, self.regions, self.config = store, regions, config
-        self._cursor: dict[str, str] = {}  # per region: the last key examined, so passes take turns
+        rows = BatchConfig(batch=config.batch)
+        self.leases = LeaseRescuer(store, rows)
+        self.deadlines = DeadlineCanceller(store, rows)
+        staging = StagingConfig(gc_batch=config.gc_batch, staging_grace_s=config.staging_grace_s)
+        # without blob stores (regions) only the row-level services run
+        self.retention = RetentionEnforcer(store, regions, rows) if regions else None
+        self.staging = StagingCollector(store, regions, staging) if regions else None
         self._last_gc = self._last_temp_gc = float("-inf")
 
     def run_once(self) -> ReconcileResult:
-        result = ReconcileResult()
-        expired = self.store.requeue_expired(batch=self.config.batch)
-        for job in expired:
-            (result.failed if job.state.terminal else result.requeued).append(job.id)
-        canceled = self.store.cancel_past_deadline(batch=self.config.batch)
-        result.canceled = [j.id for j in canceled]
-        metrics.record_reconcile(len(result.requeued), len(result.failed))
-        metrics.record_terminals([*expired, *canceled])  # skips the requeued (non-terminal) ones
-        if self.regions is not None:
-            deletion = DeletionService(self.store, self.regions)
-            result.retention_deleted = [r.job_id for r in deletion.enforce_retention(batch=self.config.batch)]
+        rescued = self.leases.run_once()
+        result = ReconcileResult(requeued=rescued.requeued, failed=rescued.failed,
+                                 canceled=self.deadlines.run_once())
+        if self.retention is not None and self.staging is not None:
+            result.retention_deleted = self.retention.run_once()
             if monotonic() - self._last_gc >= self.config.gc_interval_s:
                 self._last_gc = monotonic()
-                result.staging_deleted = self.collect_orphans()
+                result.staging_deleted = self.staging.collect_orphans()
             if monotonic() - self._last_temp_gc >= self.config.temp_interval_s:
                 self._last_temp_gc = monotonic()
-                result.temp_deleted = self.collect_temp_debris()
+                result.temp_deleted = self.staging.collect_temp_debris()
         if result.changed:
             log.info("reconciled: %d requeued, %d failed, %d canceled, %d orphans and %d temp files deleted",
                      len(result.requeued), len(result.failed), len(result.canceled),
                      len(result.staging_deleted), result.temp_deleted)
         return result
 
+    # The staging collector's passes, for callers that hold the reconciler (chaos bench, tests).
+    def collect_orphans(self) -> list[str]:
+        return self._staging().collect_orphans()
+
     def sweep_orphans(self) -> list[str]:
-        """Collect orphans over every object of every region, in gc_batch steps, until each listing
-        is exhausted (collect_orphans does one bounded step). Objects still within staging_grace_s
-        are left; after the grace, a sweep while no worker runs leaves no orphan behind."""
-        assert self.regions is not None
-        deleted: list[str] = []
-        now = self.store.now()
-        for region in self.regions.approved():
-            self._cursor.pop(region, None)
-            deleted += self._collect_region(region, now, {})
-            while region in self._cursor:  # stopped at its batch limit: go on from there
-                deleted += self._collect_region(region, now, {})
-        return deleted
+        return self._staging().sweep_orphans()
 
     def collect_temp_debris(self) -> int:
-        """Remove the temp files interrupted writes left in local folders (never listed as objects, so
-        collect_orphans cannot see them) once last written more than max(staging_grace_s,
-        TEMP_MIN_AGE_S) ago. Object stores without such files are skipped. Returns how many went."""
-        assert self.regions is not None
-        older_than = max(self.config.staging_grace_s, TEMP_MIN_AGE_S)
-        removed, seen = 0, set()
-        for region in self.regions.approved():
-            blobs = self.regions.for_region(region)
-            if id(blobs) in seen or not isinstance(blobs, LocalBlobStore):
-                continue
-            seen.add(id(blobs))
-            removed += blobs.remove_stale_temp(older_than_s=older_than)
-        return removed
+        return self._staging().collect_temp_debris()
 
-    def collect_orphans(self) -> list[str]:
-        """Delete objects nobody may keep: any object of a deleted job, attempts older than the job's
-        current attempt, and any attempt of a terminal job other than the committed one (each once
-        its attempt ended staging_grace_s ago). Examines at most gc_batch objects per region,
-        continuing where the previous pass stopped."""
-        assert self.regions is not None
-        verdicts: dict[tuple[str, int | None], bool] = {}
-        now = self.store.now()
-        deleted: list[str] = []
-        for region in self.regions.approved():
-            deleted += self._collect_region(region, now, verdicts)
-        return deleted
-
-    def _collect_region(self, region: str, now: datetime,
-                        verdicts: dict[tuple[str, int | None], bool]) -> list[str]:
-        """One bounded step over one region's listing, from its cursor."""
-        assert self.regions is not None
-        blobs = self.regions.for_region(region)
-        deleted: list[str] = []
-        cursor, examined, last = self._cursor.get(region, ""), 0, ""
-        for key in blobs.list("jobs"):
-            if key <= cursor:
-                continue
-            examined, last = examined + 1, key
-            probe = (key.split("/")[2], attempt_of_staging_key(key))
-            if probe not in verdicts:
-                verdicts[probe] = self._is_orphan(*probe) and not self._in_grace(*probe, now)
-            if verdicts[probe]:
-                blobs.delete(key)
-                deleted.append(key)
-            if examined >= self.config.gc_batch:
-                break
-        if examined >= self.config.gc_batch:
-            self._cursor[region] = last
-        else:
-            self._cursor.pop(region, None)  # listing exhausted: the next step starts over
-        return deleted
-
-    def _is_orphan(self, job_id: str, attempt: int | None) -> bool:
-        """Deleted jobs own no bytes at all; otherwise only attempt objects can be orphans."""
-        try:
-            job = self.store.get(job_id)
-        except NotFound:
-            return attempt is not None  # an input uploaded just before its job row commits is not
-        if job.deleted_at is not None:
-            return True
-        if attempt is None:
-            return False
-        if not job.state.terminal:
-            return attempt < job.attempt
-        artifact = self.store.artifact(job_id)
-        return artifact is None or artifact.attempt != attempt
-
-    def _in_grace(self, job_id: str, attempt: int | None, now: datetime) -> bool:
-        """Whether the object of `attempt` must be kept a while longer (see staging_grace_s)."""
-        if attempt is None or self.config.staging_grace_s == 0:
-            return False
-        try:
-            if self.store.get(job_id).deleted_at is not None:
-                return False
-        except NotFound:
-            return False
-        rows = [a for a in self.store.attempts(job_id) if a.attempt == attempt]
-        ended = rows[0].ended_at if rows else None
-        if ended is None:  # no record of its end (yet): it may be in use
-            return bool(rows)
-        return now - ended < timedelta(seconds=self.config.staging_grace_s)
+    def _staging(self) -> StagingCollector:
+        if self.staging is None:
+            raise DocfenceError("this reconciler has no blob stores (regions) to collect from")
+        return self.staging
 
     def run_forever(self, stop: threading.Event) -> None:
         while not stop.is_set():

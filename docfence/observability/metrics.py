@@ -71,6 +71,14 @@ HTTP_DURATION = Histogram(
 )
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
 
+# Known label values start at zero, so their series exist before the first event: an alert's rate()
+# has something to compare, and with PROMETHEUS_MULTIPROC_DIR (where a family appears only once one of
+# its series was written) `reconcile --metrics-port` shows its counters from the start.
+for _outcome in ("requeued", "failed"):
+    RECLAIMED.labels(_outcome)
+for _claimed in sorted(_MODES):
+    CLAIMS.labels(_claimed)
+
 
 def multiprocess_enabled() -> bool:
     """Whether prometheus_client chose its multi-process value class (PROMETHEUS_MULTIPROC_DIR set)."""

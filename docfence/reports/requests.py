@@ -16,11 +16,13 @@ from typing import Any
 from docfence import layout
 from docfence.blobs import RegionRouter
 from docfence.config import Settings
+from docfence.core.access import check_tenant
 from docfence.core.errors import (
     ConfigError,
     IdempotencyConflict,
     IllegalTransition,
     InvalidReportData,
+    InvalidRequest,
     InvalidWatermark,
     NotFound,
     TemplateDataInvalid,
@@ -33,7 +35,6 @@ from docfence.engines.report import VARIANTS
 from docfence.engines.report_data import validate_data
 from docfence.engines.report_job import build_snapshot
 from docfence.reports.templates import check_template_id, report_store
-from docfence.service import InvalidRequest, check_tenant
 from docfence.store.base import Store
 from docfence.store.reports import ProviderObservation, ReportRequest, TemplateVersion
 

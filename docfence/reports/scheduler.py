@@ -12,11 +12,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from docfence.core.errors import ConfigError, DocfenceError
+from docfence.core.access import check_tenant
+from docfence.core.errors import ConfigError, DocfenceError, InvalidRequest
 from docfence.core.ids import new_id
 from docfence.engines.report import VARIANTS
 from docfence.reports.requests import LOCAL_PROCESSOR, ReportRequests, RequestSpec, parse_template_ref
-from docfence.service import InvalidRequest, check_tenant
 from docfence.store.reports import Schedule
 
 log = logging.getLogger(__name__)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
 
 from docfence.core.errors import NotFound, StaleAttempt
 from docfence.core.policy import JobPolicy
@@ -88,11 +87,6 @@ class OperationsQueries(SqlBase):
     def retention_due(self, *, batch: int = 100) -> list[str]:
         with self._tx(write=False) as tx:
             return [r["id"] for r in tx.all("select_retention_due", limit=batch, now=self._now_param())]
-
-    def deleted_since(self, since: datetime, *, limit: int = 1000) -> list[tuple[str, str, str]]:
-        with self._tx(write=False) as tx:
-            rows = tx.all("select_deleted_since", since=since, limit=limit)
-        return [(r["id"], r["tenant"], r["region"]) for r in rows]
 
     # -- benchmarks ------------------------------------------------------------------------------
     def bench_fill_finished(self, n: int) -> None:

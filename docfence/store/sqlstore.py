@@ -271,7 +271,7 @@ class SqlStore(OperationsQueries, ReportQueries, WebhookQueries, WakeupWaits):
         row = tx.one(
             "fence_finish", id=job_id, attempt=attempt, worker=worker, from_state="rendering",
             to_state=target.value, error_code=code, error_message=message, delay_s=delay_s,
-            require_lease=True, now=self._now_param(),
+            now=self._now_param(),
         )
         if row is None:
             raise StaleAttempt(f"job {job_id} attempt {attempt} is no longer current; discard its work")
@@ -354,7 +354,7 @@ class SqlStore(OperationsQueries, ReportQueries, WebhookQueries, WakeupWaits):
                   note: str | None = None) -> Job:
         """Mark a job's bytes deleted (cancelling it first when it is still active). The row, its
         attempts and audit trail stay. Idempotent. The caller deletes the bytes after this commits,
-        so a stale attempt's late upload is always found by the sweep."""
+        so a stale attempt's late upload is always found by the reconciler's orphan collection."""
         job = self.get(job_id)
         if not job.state.terminal:
             with contextlib.suppress(IllegalTransition):  # it may have finished meanwhile

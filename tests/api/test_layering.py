@@ -3,22 +3,16 @@ internals (the Store protocol type only); service sits below api and cli."""
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import docfence
+from docfence.testing.imports import imported_modules
 
 ROOT = Path(docfence.__file__).parent
 
 
-def _imports(path: Path) -> set[str]:
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-    return {name for name in found if name.startswith("docfence")}
+def _docfence_imports(path: Path) -> set[str]:
+    return {name for name in imported_modules(path) if name.startswith("docfence")}
 
 
 def _package(name: str) -> list[Path]:
@@ -27,13 +21,13 @@ def _package(name: str) -> list[Path]:
 
 def test_client_imports_only_core_and_itself() -> None:
     for path in _package("client"):
-        for name in _imports(path):
+        for name in _docfence_imports(path):
             assert name.startswith(("docfence.core", "docfence.client")), (path.name, name)
 
 
 def test_api_reaches_the_store_only_through_service_and_the_protocol_type() -> None:
     for path in _package("api"):
-        for name in _imports(path):
+        for name in _docfence_imports(path):
             if name == "docfence.store.base":
                 continue
             assert not name.startswith(("docfence.store.", "docfence.blobs.", "docfence.engines",
@@ -41,5 +35,5 @@ def test_api_reaches_the_store_only_through_service_and_the_protocol_type() -> N
 
 
 def test_service_does_not_import_upper_layers() -> None:
-    for name in _imports(ROOT / "service.py"):
+    for name in _docfence_imports(ROOT / "service.py"):
         assert not name.startswith(("docfence.api", "docfence.cli", "docfence.client")), name

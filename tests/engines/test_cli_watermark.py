@@ -87,7 +87,7 @@ def test_output_names_are_distinct_and_stable() -> None:
 
 def test_cli_takes_its_limits_from_the_configuration() -> None:
     args = argparse.Namespace(text="x", position="diagonal", pages="all", opacity=0.25, mode="vector",
-                              dpi=150, owner_password_policy="refuse")
+                              dpi=150, owner_password_policy="refuse", timezone="UTC", mark=[])
     limits = watermark.build_policy(args).limits
     assert "render_base_s = 600.0" in LONG_BUDGET_TOML
     assert limits.render_base_s == 600.0 and limits.render_timeout_s == 600.0

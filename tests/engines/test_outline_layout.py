@@ -52,3 +52,15 @@ def test_display_to_user_maps_the_visible_box_for_every_rotation() -> None:
         top_left = (a * 0 + c * h + e, b * 0 + d * h + f)
         expected = {0: (100, 600), 90: (100, 200), 180: (400, 200), 270: (400, 600)}[rotate]
         assert (round(top_left[0]), round(top_left[1])) == expected
+
+
+def test_fonts_are_read_from_memory_not_from_a_shared_file_offset() -> None:
+    """Forked processes share an open file's offset: fonts read lazily from a file by two of them at once
+    read each other's bytes. Each font reads from its own in-memory copy, which a fork copies."""
+    import io
+
+    from docfence.engines.outline_text import available_fonts
+
+    fonts = available_fonts()
+    assert fonts
+    assert all(isinstance(font.reader.file, io.BytesIO) for font in fonts)

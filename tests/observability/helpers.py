@@ -11,8 +11,8 @@ from fastapi import FastAPI
 from prometheus_client.parser import text_string_to_metric_families
 
 from docfence.api import create_app
+from docfence.api.console import install
 from docfence.config import Settings, WorkerConfig
-from docfence.console import install
 from docfence.core.clock import Clock
 from docfence.core.policy import JobPolicy, Mode
 from docfence.core.records import Job, NewJob
@@ -51,7 +51,7 @@ def make_settings(tmp: Path, **worker: Any) -> Settings:
 def console_app(settings: Settings, store: Store, clock: Clock | None = None) -> tuple[FastAPI, Service]:
     service = build_service(settings, store, clock=clock)
     app = create_app(settings, service=service)
-    install(app)  # idempotent: a no-op once the lead mounts the console in create_app
+    install(app)  # idempotent: create_app already mounts the console
     return app, service
 
 

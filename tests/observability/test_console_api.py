@@ -92,6 +92,12 @@ def test_operator_sees_everything_and_pauses_claims(served: Served) -> None:
         detail = http.get(f"/console/api/jobs/{a.id}").json()
         assert http.post("/console/api/pause", json={"scope": "raster", "reason": "rollback"}).json() == {
             "paused": ["raster"]}
+        (pause,) = http.get("/console/api/summary").json()["pauses"]  # who paused, when and why
+        assert pause["scope"] == "raster" and pause["reason"] == "rollback"
+        assert pause["actor"].startswith("key:") and pause["at"]
+        tenant = served.service.create_api_key("acme", ("read",))[1]
+        seen = httpx.get(f"{served.base_url}/console/api/summary", headers=_auth(tenant), timeout=10).json()
+        assert seen["paused"] == ["raster"] and seen["pauses"] == []  # a tenant sees what, not who or why
         assert http.post("/console/api/resume", json={"scope": "raster", "reason": "fixed"}).json() == {
             "paused": []}
         assert http.post("/console/api/class-modes", json={"document_class": "default", "mode": "raster"}

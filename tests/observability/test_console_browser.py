@@ -172,6 +172,8 @@ def test_operator_pauses_and_resumes_claims_with_confirmation_and_reason(page: A
     page.fill("#confirm-reason", "raster engine rollback")
     page.click("#confirm-ok")
     page.wait_for_selector('#admin-msg:has-text("paused now: raster")')
+    page.wait_for_selector('#status-line:has-text("raster engine rollback")')  # who, when and why
+    assert "claims paused: raster (by key:" in page.inner_text("#status-line")
     page.click("#resume-btn")
     page.fill("#confirm-reason", "rollback done")
     page.click("#confirm-ok")

@@ -1,5 +1,5 @@
-"""The worker and reconciler feed the process metrics at the points named in the integration notes.
-Skipped until those calls are in (docfence.worker.runner / maintenance.reconciler import metrics)."""
+"""The worker and reconciler feed the process metrics where things happen: claims, renders, terminal
+states, lease expirations and reclaims (docfence.worker.runner and maintenance.reconciler)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 from docfence.blobs.regions import RegionRouter
 from docfence.core.clock import FakeClock
 from docfence.engines import samples
-from docfence.maintenance import reconciler as reconciler_module
+from docfence.maintenance import deadlines, lease_rescue
 from docfence.maintenance.reconciler import ReconcileConfig, Reconciler
 from docfence.observability.exposition import render_metrics
 from docfence.service import Principal, SubmitRequest, build_service
@@ -48,7 +48,8 @@ def test_worker_records_claim_render_and_terminal(tmp_path: Path) -> None:
 
 
 def test_reconciler_records_expired_leases_and_deadline_cancels(store: Store, clock: FakeClock) -> None:
-    _needs(reconciler_module)
+    _needs(lease_rescue)
+    _needs(deadlines)
     before = parse(render_metrics(None).decode())
     submit(store, lease_ttl_s=5.0, max_attempts=1)
     store.claim("dead-worker")

@@ -3,48 +3,38 @@ observability never imports the layers above it; the console reaches the store t
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import docfence
+from docfence.testing.imports import imported_modules
 
 ROOT = Path(docfence.__file__).parent
 
 
-def _imports(path: Path) -> set[str]:
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-    return found
-
-
 def test_metrics_module_imports_only_core_and_prometheus_client() -> None:
-    for name in _imports(ROOT / "observability" / "metrics.py"):
+    for name in imported_modules(ROOT / "observability" / "metrics.py"):
         allowed = ("docfence.core", "prometheus_client", "__future__", "collections", "typing")
         assert name.startswith(allowed), name
 
 
 def test_observability_stays_below_api_cli_console_worker() -> None:
     for path in sorted((ROOT / "observability").rglob("*.py")):
-        for name in _imports(path):
-            above = ("docfence.api", "docfence.cli", "docfence.console", "docfence.worker",
+        for name in imported_modules(path):
+            above = ("docfence.api", "docfence.cli", "docfence.worker",
                      "docfence.maintenance", "docfence.service", "fastapi")
             assert not name.startswith(above), (path.name, name)
 
 
 def test_console_uses_the_store_protocol_only() -> None:
-    for path in sorted((ROOT / "console").rglob("*.py")):
-        for name in _imports(path):
+    for path in sorted((ROOT / "api" / "console").rglob("*.py")):
+        for name in imported_modules(path):
             if name.startswith("docfence.store"):
                 assert name == "docfence.store.base", (path.name, name)
             assert not name.startswith(("docfence.worker", "docfence.engines", "docfence.blobs")), name
 
 
 def test_static_console_loads_nothing_from_the_internet() -> None:
-    for path in (ROOT / "console" / "static").iterdir():
+    for path in (ROOT / "api" / "console" / "static").iterdir():
         text = path.read_text("utf-8")
         text = text.replace("http://www.w3.org/2000/svg", "")  # the SVG namespace, not a fetch
         assert "http://" not in text and "https://" not in text, path

@@ -1,5 +1,6 @@
 """/metrics after a mixed run (succeeded, failed, canceled, reclaimed, expired, past deadline): every
-signal of the seed with the right counts and labels; multi-process aggregation; the per-process server."""
+signal the runbook lists, with the right counts and labels; multi-process aggregation; the per-process
+server."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def _claim(store: Store, worker: str) -> Claim:
 
 
 def _commit(store: Store, worker: str, pages: int) -> Job:
-    """Play the worker at the points the lead instruments: claim, render, fenced commit."""
+    """Play the worker at the points the worker records: claim, render, fenced commit."""
     claim = _claim(store, worker)
     metrics.record_render(claim.job.mode, pages, 0.4)
     data = b"%PDF-1.4 out"

@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import ast
 import sys
 from pathlib import Path
 
 import docfence.providers
+from docfence.testing.imports import imported_modules
 
 ALLOWED_THIRD_PARTY = {"httpx"}
-
-
-def imported_modules(path: Path) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-    return names
 
 
 def test_providers_import_only_core_httpx_and_stdlib() -> None:

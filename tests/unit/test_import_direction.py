@@ -1,85 +1,108 @@
-"""Imports flow one way: api | cli | client | console > service | worker | maintenance | reports |
-observability > store | blobs | engines | providers | sandbox > config | faults > core. The sandbox sits
-with the engines it runs, below the worker, report dispatcher and CLI that use it; the fault-injection
-hook (faults.py) sits below both. Nothing in production imports docfence.testing, and the leaf imports
-nothing of docfence."""
+"""Imports flow one way, by one table: each room (a package or top-level module, or a named module of
+one) has a floor, and a module may import only from its own room or from a lower floor. An import
+into the same floor from another room (sideways) or from a higher floor (upward) is refused unless it
+is listed, with its reason, in ALLOWED. Cycles are refused at two sizes: between modules, and between
+rooms. Function-local imports count (a local import hides a cycle, it does not remove it)."""
 
 from __future__ import annotations
 
-import ast
 import sys
-from pathlib import Path
 
-import docfence
+from docfence.testing.imports import ROOT, cycles, imported_modules, module_graph, production_modules
 
-ROOT = Path(docfence.__file__).parent
-LEVELS = {
+#: Room -> floor. A dotted room ("observability.metrics") is a module that sits lower than the rest of
+#: its package: the longest matching room decides.
+FLOORS = {
     "core": 0,
     "config": 1, "faults": 1,
-    "store": 2, "blobs": 2, "engines": 2, "providers": 2, "layout": 2, "logs": 2, "sandbox": 2,
-    "service": 3, "verification": 3, "worker": 3, "maintenance": 3, "reports": 3, "observability": 3,
-    "runtime": 3, "demo": 3, "benchmarks": 3, "intake": 3,
-    "api": 4, "cli": 4, "client": 4, "console": 4,
+    # bytes, rows and counters: each knows nothing of jobs' workflow
+    "store": 2, "blobs": 2, "engines": 2, "providers": 2, "layout": 2, "logs": 2,
+    "observability.metrics": 2,  # core + prometheus_client only, so every layer above may count
+    "sandbox": 3,  # runs the engines in render processes under limits
+    "intake": 3,  # an upload checked and stored before its job exists
+    "maintenance": 4, "worker": 4, "reports": 4, "observability": 4,
+    "verification": 4,  # what the public verification page may say about an issued document
+    "service": 5,  # use cases; deletion is the maintenance service's job, the service calls it
+    "runtime": 5,  # wires store, blobs, worker and reconciler for the commands
+    "demo": 6, "benchmarks": 6,
+    "api": 7, "client": 7,  # the operator console is part of the API (api/console: its routes, its keys)
+    "cli": 8,  # commands over everything, including the HTTP client and `serve`
 }
-# Exceptions with a reason: the client is a separate deliverable and imports only core.
+#: (importing room, imported room): why this import against the floors is allowed. Keep it empty.
+ALLOWED: dict[tuple[str, str], str] = {}
+#: The client is a separate deliverable: it needs nothing of docfence but core.
 CLIENT_ALLOWED = {"core", "client"}
 
 
-def _top(module: str) -> str | None:
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 and parts[0] == "docfence" else None
+def room(module: str) -> str:
+    rest = module.split(".", 1)[1] if "." in module else ""
+    matches = [r for r in FLOORS if rest == r or rest.startswith(r + ".")]
+    assert matches, f"{module} has no floor: add its room to FLOORS"
+    return max(matches, key=len)
 
 
-def _imports(path: Path) -> list[str]:
-    out = []
-    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            out.append(node.module)
-        elif isinstance(node, ast.Import):
-            out.extend(a.name for a in node.names)
-    return [m for m in out if m.startswith("docfence.")]
+def test_every_module_has_a_floor() -> None:
+    for name, _path in production_modules():
+        if name != "docfence":
+            room(name)
 
 
-def _modules() -> list[tuple[str, Path]]:
-    found = []
-    for path in ROOT.rglob("*.py"):
-        rel = path.relative_to(ROOT)
-        top = rel.parts[0].removesuffix(".py")
-        if top not in ("__init__", "__main__", "testing"):
-            found.append((top, path))
-    return found
-
-
-def test_every_package_has_a_level() -> None:
-    assert {top for top, _ in _modules()} <= set(LEVELS)
-
-
-def test_imports_flow_downwards() -> None:
-    upward = []
-    for top, path in _modules():
-        for module in _imports(path):
-            target = _top(module)
-            if target is None or target in ("__init__",):
+def test_no_import_goes_up_or_sideways() -> None:
+    wrong = []
+    for module, targets in module_graph().items():
+        if module == "docfence":
+            continue
+        here = room(module)
+        for target in sorted(targets):
+            there = room(target) if target != "docfence" else "core"
+            if here == there or (here, there) in ALLOWED:
                 continue
-            if target == "testing":
-                upward.append(f"{path.relative_to(ROOT)} imports {module} (test-only code)")
-            elif LEVELS.get(target, 0) > LEVELS[top]:
-                upward.append(f"{path.relative_to(ROOT)} imports {module}")
-            elif top == "client" and target not in CLIENT_ALLOWED:
-                upward.append(f"{path.relative_to(ROOT)} imports {module} (the client needs only core)")
-    assert not upward, "\n".join(upward)
+            if FLOORS[there] >= FLOORS[here]:
+                way = "up" if FLOORS[there] > FLOORS[here] else "sideways"
+                wrong.append(f"{module} ({here}, floor {FLOORS[here]}) imports {target} ({there}, "
+                             f"floor {FLOORS[there]}): {way}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_module_import_cycles() -> None:
+    assert cycles(module_graph()) == []
+
+
+def test_no_room_import_cycles() -> None:
+    rooms: dict[str, set[str]] = {}
+    for module, targets in module_graph().items():
+        if module == "docfence":
+            continue
+        rooms.setdefault(room(module), set()).update(room(t) for t in targets if t != "docfence")
+    assert cycles({r: targets - {r} for r, targets in rooms.items()}) == []
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_production_never_imports_the_test_helpers() -> None:
+    used = [(name, m) for name, path in production_modules() for m in imported_modules(path)
+            if m.startswith("docfence.testing")]
+    assert used == []
+
+
+def test_the_client_needs_only_core() -> None:
+    for name, path in production_modules():
+        if name == "docfence" or room(name) != "client":
+            continue
+        for module in imported_modules(path):
+            if module.startswith("docfence."):
+                assert room(module) in CLIENT_ALLOWED, (name, module)
 
 
 def test_core_is_stdlib_only() -> None:
     """core is the leaf: it imports the standard library and itself, nothing installed."""
     for path in (ROOT / "core").rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                roots = [node.module.split(".")[0]]
-            elif isinstance(node, ast.Import):
-                roots = [alias.name.split(".")[0] for alias in node.names]
-            else:
-                continue
-            for root in roots:
-                allowed = root in ("docfence", "__future__") or root in sys.stdlib_module_names
-                assert allowed, (path.name, root)
+        for module in imported_modules(path):
+            top = module.split(".")[0]
+            assert top in ("docfence", "__future__") or top in sys.stdlib_module_names, (path.name, module)
+            if top == "docfence":
+                assert room(module) == "core", (path.name, module)

@@ -82,7 +82,7 @@ UPDATE jobs
        updated_at = t.now, audit_seq = audit_seq + 1
   FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS t
  WHERE id = :id AND state = :from_state AND attempt = :attempt
-   AND (NOT :require_lease OR (lease_owner = :worker AND lease_expires_at > t.now))
+   AND lease_owner = :worker AND lease_expires_at > t.now
 RETURNING jobs.*;
 
 -- name: select_expired_leases

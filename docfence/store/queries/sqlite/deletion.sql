@@ -20,8 +20,3 @@ SELECT id FROM jobs
    AND retention_until <= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)
  ORDER BY retention_until, id LIMIT :limit;
 
--- name: select_deleted_since
--- Tombstoned jobs (for the sweep that removes bytes uploaded late by a stale attempt).
-SELECT id, tenant, region FROM jobs
- WHERE deleted_at IS NOT NULL AND deleted_at >= :since
- ORDER BY deleted_at, id LIMIT :limit;

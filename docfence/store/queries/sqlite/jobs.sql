@@ -77,7 +77,7 @@ UPDATE jobs
        updated_at = t.now, audit_seq = audit_seq + 1
   FROM (SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now) AS t
  WHERE id = :id AND state = :from_state AND attempt = :attempt
-   AND (:require_lease = 0 OR (lease_owner = :worker AND lease_expires_at > t.now))
+   AND lease_owner = :worker AND lease_expires_at > t.now
 RETURNING *;
 
 -- name: select_expired_leases

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from docfence.console.routes import install, metrics_router, router
+from docfence.api.console.routes import install, metrics_router, router
 
 __all__ = ["install", "metrics_router", "router"]

@@ -187,8 +187,9 @@ async function loadOverview() {
   const oldest = s.age.oldest_s;
   $("status-line").textContent = "oldest queued " + fmtAge(oldest.queued) + ", oldest rendering " +
     fmtAge(oldest.rendering) + (s.valid_leases === null ? "" : "; valid leases " + s.valid_leases) +
-    "; claims paused: " +
-    (s.paused.length ? s.paused.join(", ") : "nothing") + "; store time " + s.now;
+    "; claims paused: " + (s.pauses.length ? s.pauses.map((p) => p.scope + " (by " + p.actor + " at " + p.at +
+      (p.reason ? ": " + p.reason : "") + ")").join(", ") : s.paused.length ? s.paused.join(", ") : "nothing") +
+    "; store time " + s.now;
   drawCharts(s);
   const q = new URLSearchParams();
   for (const [param, id] of [["job_id", "f-job"], ["state", "f-state"], ["mode", "f-mode"], ["document_class", "f-class"],

@@ -17,8 +17,8 @@ from fastapi.responses import FileResponse, Response
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
+from docfence.api.console import views
 from docfence.api.deps import ConsoleRead, JobsCancel, OpsClaims, OpsModes, ServiceDep
-from docfence.console import views
 from docfence.core.errors import InvalidRequest, JobAlreadyEnded, NotFound
 from docfence.observability.exposition import CONTENT_TYPE_LATEST, render_metrics
 from docfence.observability.inspect import inspect_job, inspection_dict
@@ -111,8 +111,12 @@ def summary(service: ServiceDep, principal: ConsoleRead) -> dict[str, Any]:
     tenant, store = _tenant(principal), service.store
     now = store.now()
     leases = store.valid_lease_count() if tenant is None else None  # a count over every tenant
+    pauses = store.claim_pauses()
+    # who paused and why is operators' business; a tenant view sees only what is paused
+    detail = [{"scope": p.scope, "actor": p.actor, "at": p.paused_at.isoformat(), "reason": p.reason}
+              for p in pauses] if principal.allows("ops.claims") else []
     return {"now": now.isoformat(), "counts": views.counts(store, tenant),
-            "paused": store.paused_scopes(), "valid_leases": leases,
+            "paused": [p.scope for p in pauses], "pauses": detail, "valid_leases": leases,
             "class_modes": store.class_modes(), "age": views.age_chart(store, tenant, now),
             "throughput": views.throughput_chart(store, tenant, now),
             "duration": views.duration_chart(store, tenant)}
