@@ -1,6 +1,6 @@
 """What crosses the sandbox's sockets: small JSON messages on SOCK_SEQPACKET (one send = one message),
 a job's socket handed to the zygote with SCM_RIGHTS, the parent-death signal both ends rely on, and the
-task's secrets file (a password, the signing key): written by the parent, read only by the render child."""
+task's secrets pipe (a password, the signing key): filled by the parent, read only by the render child."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import socket
-from pathlib import Path
 from typing import Any
 
 MAX_MESSAGE = 64 * 1024  # control and job messages are small; documents travel as files
@@ -40,25 +39,36 @@ def receive(sock: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
     return json.loads(data), list(fds)
 
 
-def write_secrets(path: Path, secrets: dict[str, Any]) -> None:
-    """Write a task's secrets to `path` (0600, created anew, never through a link) for its render
-    process alone: the zygote's request names the file, so no secret passes through the zygote's
-    memory, which every later render process inherits (docs/security.md)."""
-    path.unlink(missing_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(json.dumps(secrets).encode("utf-8"))
-
-
-def take_secrets(path: str | None) -> dict[str, Any]:
-    """In the render process: the task's secrets, the file removed as it is read ({} without one)."""
-    if not path:
-        return {}
+def secrets_pipe(secrets: dict[str, Any]) -> int:
+    """A pipe holding a task's secrets (a password, the signing key), written and closed; returns its
+    read end, which travels to the zygote with the task's socket and is read only by the render
+    process after the fork. So no secret passes through the zygote's memory, which every later render
+    process inherits, nor through a file or a command line (docs/security.md)."""
+    data = json.dumps(secrets).encode("utf-8")
+    read, write = os.pipe2(os.O_CLOEXEC)
     try:
-        data = Path(path).read_bytes()
-    finally:
-        Path(path).unlink(missing_ok=True)
-    found: dict[str, Any] = json.loads(data)
+        if len(data) > _pipe_capacity(write):  # never block on a reader that is not there yet
+            raise ValueError("sandbox secrets too large")
+        with os.fdopen(write, "wb", closefd=True) as fh:
+            fh.write(data)
+    except BaseException:
+        os.close(read)
+        raise
+    return read
+
+
+def _pipe_capacity(fd: int) -> int:
+    import fcntl
+
+    return fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, MAX_MESSAGE)
+
+
+def take_secrets(fd: int | None) -> dict[str, Any]:
+    """In the render process: the task's secrets, read from its pipe to the end ({} without one)."""
+    if fd is None:
+        return {}
+    with os.fdopen(fd, "rb") as fh:
+        found: dict[str, Any] = json.loads(fh.read())
     return found
 
 

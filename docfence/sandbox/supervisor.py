@@ -59,16 +59,12 @@ def _raster_dpi(task: Task) -> int | None:
     return policy.dpi if task.kind == "watermark" and Mode(policy.mode) is Mode.RASTER else None
 
 
-def _secrets_file(task: Task) -> Path | None:
-    """The task's password and signing key, written beside its output (the job's own work folder)
-    for its render process to read and remove; None when it has neither. They never pass through the
-    zygote, whose memory every later render process inherits."""
+def _secrets_pipe(task: Task) -> int | None:
+    """The read end of a pipe holding the task's password and signing key, for its render process
+    alone; None when it has neither. The zygote passes the descriptor on unread: a secret in its
+    memory would be in every later render process forked from it."""
     given = {"password": task.password, "signing": task.signing}
-    if not any(given.values()):
-        return None
-    path = Path(f"{task.output_path}.secret")
-    protocol.write_secrets(path, given)
-    return path
+    return protocol.secrets_pipe(given) if any(given.values()) else None
 
 
 class SandboxUnavailable(RuntimeError):
@@ -127,7 +123,7 @@ class Sandbox:
                              "sign tasks run only in Sandbox('sign'), and it runs nothing else")
         answer = Path(f"{task.output_path}.answer")
         answer.unlink(missing_ok=True)
-        secret = _secrets_file(task)
+        secret = _secrets_pipe(task)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         token = secrets.token_hex(8)
         try:
@@ -138,27 +134,27 @@ class Sandbox:
         finally:
             ours.close()
             answer.unlink(missing_ok=True)
-            if secret is not None:  # the render process removes it; this covers one that died first
-                secret.unlink(missing_ok=True)
+            if secret is not None:
+                os.close(secret)
 
     def _hand_over(self, token: str, theirs: socket.socket, task: Task, answer: Path,
-                   secret: Path | None) -> bool:
+                   secret: int | None) -> bool:
         limits = task.policy.limits
         size = task.input_path.stat().st_size if task.input_path.exists() else 0
-        request = {  # no secret in it: the zygote reads it (see _secrets_file)
+        request = {  # no secret in it: the zygote parses it (see _secrets_pipe)
             "kind": task.kind, "input": str(task.input_path), "output": str(task.output_path),
             "answer": str(answer), "policy": task.policy.to_dict(),
-            "secrets": str(secret) if secret is not None else None,
             "fsync": task.fsync, "memory_mb": limits.render_memory_mb,
             "cpu_s": int(limits.render_budget_s(input_bytes=size, pages=limits.max_pages,
                                                 raster_dpi=_raster_dpi(task))) + 1,
         }
         message = {"op": "run", "token": token, "request": request}
+        fds = [theirs.fileno(), *([secret] if secret is not None else [])]
         with self._lock:
             for _ in range(2):  # a zygote that died since the last task is restarted once
                 try:
                     control = self._ensure_zygote()
-                    protocol.send(control, message, [theirs.fileno()])
+                    protocol.send(control, message, fds)
                     return True
                 except SandboxUnavailable:
                     log.exception("the sandbox zygote could not start")

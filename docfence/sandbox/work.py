@@ -22,12 +22,14 @@ from docfence.sandbox.protocol import take_secrets
 KINDS = ("watermark", "report", "provider_check", "sign")
 
 
-def run_task(request: dict[str, Any], on_pages: Callable[[int], None]) -> Outcome:
-    """Do the task described by `request`; every exception becomes a coded outcome (outcomes.py)."""
+def run_task(request: dict[str, Any], on_pages: Callable[[int], None],
+             secrets_fd: int | None = None) -> Outcome:
+    """Do the task described by `request` (its password and key read from `secrets_fd`, see
+    protocol.secrets_pipe); every exception becomes a coded outcome (outcomes.py)."""
     from docfence.faults import fault_point  # the test hook; inert unless DOCFENCE_FAULTS is set
 
     try:
-        secrets = take_secrets(request.get("secrets"))  # this process only: never in the zygote
+        secrets = take_secrets(secrets_fd)  # this process only: never in the zygote
         fault_point("render")
         policy = JobPolicy.from_dict(request["policy"])
         data = Path(request["input"]).read_bytes()

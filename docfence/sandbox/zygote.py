@@ -3,9 +3,10 @@ fresh child per task (copy-on-write, no imports in the child) and reports each c
 
 Started by `Sandbox` as its own interpreter: `python -m docfence.sandbox.zygote --parent PID --fd N`,
 N being its end of the control socket. Single-threaded on purpose (fork and threads do not mix).
-Control messages: {"op": "run", "token", "request"} with the task's socket attached, {"op": "kill",
-"token"}. On a task's socket it sends {"pid"} after the fork and {"exit": wait status} after reaping;
-the child itself sends {"pages"} and {"answered"}. It dies with its parent (PR_SET_PDEATHSIG), and
+Control messages: {"op": "run", "token", "request"} with the task's socket attached (and the read
+end of its secrets pipe, which only the child reads), {"op": "kill", "token"}. On a task's socket
+it sends {"pid"} after the fork and {"exit": wait status} after reaping; the child itself sends
+{"pages"} and {"answered"}. It dies with its parent (PR_SET_PDEATHSIG), and
 its children die with it, so no render process outlives the process that asked for it.
 """
 
@@ -69,8 +70,9 @@ class Zygote:
             return False
         if message is None:
             return False
-        if message.get("op") == "run" and len(fds) == 1:
-            self._fork(message["token"], socket.socket(fileno=fds[0]), message["request"])
+        if message.get("op") == "run" and len(fds) in (1, 2):
+            secrets_fd = fds[1] if len(fds) == 2 else None  # never read here: the child's alone
+            self._fork(message["token"], socket.socket(fileno=fds[0]), message["request"], secrets_fd)
         elif message.get("op") == "kill":
             pid = self.by_token.get(message.get("token", ""))
             if pid is not None:  # not reaped yet, so the pid is still this child's
@@ -81,10 +83,12 @@ class Zygote:
                 os.close(fd)
         return True
 
-    def _fork(self, token: str, task: socket.socket, request: dict[str, Any]) -> None:
+    def _fork(self, token: str, task: socket.socket, request: dict[str, Any], secrets_fd: int | None) -> None:
         pid = os.fork()
         if pid == 0:
-            _child(task, request, os.getppid())  # never returns
+            _child(task, request, os.getppid(), secrets_fd)  # never returns
+        if secrets_fd is not None:
+            os.close(secrets_fd)
         self.children[pid] = (token, task)
         self.by_token[token] = pid
         with contextlib.suppress(OSError):
@@ -114,7 +118,7 @@ class Zygote:
                 os.waitpid(pid, 0)
 
 
-def _child(task: socket.socket, request: dict[str, Any], zygote: int) -> None:
+def _child(task: socket.socket, request: dict[str, Any], zygote: int, secrets_fd: int | None) -> None:
     """In the fresh child: drop the zygote's handlers and descriptors, set limits, work, answer, exit."""
     code = 0
     cost = _Cost()
@@ -124,12 +128,12 @@ def _child(task: socket.socket, request: dict[str, Any], zygote: int) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         protocol.die_with_parent(zygote)
         protocol.set_process_name(protocol.RENDER_NAME)
-        _close_other_fds(keep={0, 1, 2, task.fileno()})
+        _close_other_fds(keep={0, 1, 2, task.fileno()} | ({secrets_fd} if secrets_fd is not None else set()))
         _limit(request["memory_mb"], request["cpu_s"])
         from docfence.sandbox.work import run_task
 
         cost.mark("setup")
-        outcome = run_task(request, lambda pages: protocol.send(task, {"pages": pages}))
+        outcome = run_task(request, lambda pages: protocol.send(task, {"pages": pages}), secrets_fd)
         cost.mark("task")
         answer = {**outcome.to_message(),
                   "process": {"pid": os.getpid(), "token": secrets.token_hex(8), **cost.report()}}
