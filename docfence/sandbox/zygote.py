@@ -261,19 +261,15 @@ def _sample(mode: str) -> None:
 
 
 def _import_issue_stages() -> None:
-    """The verification-code and signing stages (segno, zxing-cpp, pyHanko: ~1 s of imports, then
-    pyHanko's first-call set-up) when a configured class uses them, so no render or signing process
-    pays them per job."""
+    """The verification-code stage (segno, zxing-cpp) when a configured class uses it, so no render
+    process pays its imports per job. Signing is warmed in the sign zygote only (_warm_sign): sign
+    tasks never run here."""
     from docfence.config import load_settings
 
     with contextlib.suppress(Exception):  # only a cache, as in _warm_marks
         classes = load_settings().all_classes().values()
         if any(c.verification is not None for c in classes):
             import docfence.engines.verify_code  # noqa: F401
-        if any(c.signing is not None for c in classes):
-            from docfence.engines.signing import warm_up
-
-            warm_up()
 
 
 def _warm_sign() -> None:

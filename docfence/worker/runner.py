@@ -88,8 +88,8 @@ class Worker:
                                    on_committed=self._committed, on_stale=self._stale)
         self.sandbox = Sandbox("watermark")  # no report engine in it: cheaper forks for watermark jobs
         self.report_sandbox = Sandbox("report")  # started by the first report job (from this thread)
-        # the key's own zygote, started by the first signing job: it never forks a render process
-        # for untrusted input, whose memory the key would otherwise share (docs/security.md)
+        # the key's own zygote (started with the worker when a class signs): it never forks a render
+        # process for untrusted input, whose memory the key would otherwise share (docs/security.md)
         self.sign_sandbox = Sandbox("sign")
         self._seal: PasswordSeal | None = None  # loaded by the first job that carries a password
         self._signing = _signing_request(settings)
@@ -99,6 +99,8 @@ class Worker:
         self.leases.start()
         self.committer.start()
         self.sandbox.start(wait=False)  # warms up while we claim; the first job waits until it is ready
+        if self._signing is not None:
+            self.sign_sandbox.start(wait=False)  # pyHanko's imports and set-up, before the first signing
         try:
             while not self.stopping.is_set():
                 claims = self._claim()
