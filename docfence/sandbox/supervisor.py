@@ -41,7 +41,7 @@ class Task:
     input_path: Path
     output_path: Path
     policy: JobPolicy
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)  # never in a log line or a traceback
     fsync: bool = False  # the output is published from this file as is (the CLI)
     # the organisation's signing key (engines.signing.SigningKey.to_request()) for classes that sign
     signing: dict[str, Any] | None = field(default=None, repr=False)

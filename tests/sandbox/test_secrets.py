@@ -98,6 +98,12 @@ def test_no_secret_in_either_zygote_after_a_sign_and_a_password_task(key: Signin
     assert not list(tmp_path.glob("*.secret*"))  # secrets travel in a pipe, never in a file
 
 
+def test_a_task_prints_no_secret(key: SigningKey, tmp_path: Path) -> None:
+    locked = Task("watermark", tmp_path / "i.pdf", tmp_path / "o.pdf", LONG, password=PASSWORD)
+    sign = Task("sign", tmp_path / "i.pdf", tmp_path / "o.pdf", LONG, signing=key.to_request())
+    assert PASSWORD not in repr(locked) and key.to_request()["key"] not in repr(sign)
+
+
 def test_a_sign_task_never_runs_in_a_sandbox_that_forks_untrusted_work(key: SigningKey,
                                                                       tmp_path: Path) -> None:
     plain = tmp_path / "plain.pdf"
