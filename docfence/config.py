@@ -7,6 +7,7 @@ Every value is validated here, so a bad setting fails at start-up with a clear m
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -342,6 +343,18 @@ def admin_database_url(env: dict[str, str] | None = None) -> str:
 def environment() -> dict[str, str]:
     """A copy of the process environment, for settings that name variables (e.g. provider keys)."""
     return dict(os.environ)
+
+
+# variables a sandbox zygote (and so every render process) must not inherit: credentials by name
+_SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSW|CREDENTIAL|DATABASE_URL|STORAGE_URL", re.IGNORECASE)
+
+
+def sandbox_environment() -> dict[str, str]:
+    """The environment for a sandbox zygote: this process's, minus every variable whose name marks a
+    credential (DOCFENCE_PASSWORD_KEY, DOCFENCE_SIGNING_SECRET, DOCFENCE_SIGNING_PKCS12_PASSWORD,
+    DOCFENCE_DATABASE_URL, AWS_SECRET_ACCESS_KEY, provider keys...): a render process that a hostile
+    document took over reads its own environment first."""
+    return {name: value for name, value in os.environ.items() if not _SECRET_NAME.search(name)}
 
 
 def load_settings(path: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None) -> Settings:

@@ -1,5 +1,6 @@
 """What crosses the sandbox's sockets: small JSON messages on SOCK_SEQPACKET (one send = one message),
-a job's socket handed to the zygote with SCM_RIGHTS, and the parent-death signal both ends rely on."""
+a job's socket handed to the zygote with SCM_RIGHTS, the parent-death signal both ends rely on, and the
+task's secrets pipe (a password, the signing key): filled by the parent, read only by the render child."""
 
 from __future__ import annotations
 
@@ -36,6 +37,39 @@ def receive(sock: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
             os.close(fd)
         return None, []
     return json.loads(data), list(fds)
+
+
+def secrets_pipe(secrets: dict[str, Any]) -> int:
+    """A pipe holding a task's secrets (a password, the signing key), written and closed; returns its
+    read end, which travels to the zygote with the task's socket and is read only by the render
+    process after the fork. So no secret passes through the zygote's memory, which every later render
+    process inherits, nor through a file or a command line (docs/security.md)."""
+    data = json.dumps(secrets).encode("utf-8")
+    read, write = os.pipe2(os.O_CLOEXEC)
+    try:
+        if len(data) > _pipe_capacity(write):  # never block on a reader that is not there yet
+            raise ValueError("sandbox secrets too large")
+        with os.fdopen(write, "wb", closefd=True) as fh:
+            fh.write(data)
+    except BaseException:
+        os.close(read)
+        raise
+    return read
+
+
+def _pipe_capacity(fd: int) -> int:
+    import fcntl
+
+    return fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, MAX_MESSAGE)
+
+
+def take_secrets(fd: int | None) -> dict[str, Any]:
+    """In the render process: the task's secrets, read from its pipe to the end ({} without one)."""
+    if fd is None:
+        return {}
+    with os.fdopen(fd, "rb") as fh:
+        found: dict[str, Any] = json.loads(fh.read())
+    return found
 
 
 def die_with_parent(expected_parent: int) -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from docfence.config import sandbox_environment
 from docfence.core.clock import monotonic
 from docfence.core.policy import JobPolicy, Mode
 from docfence.sandbox import protocol
@@ -40,7 +41,7 @@ class Task:
     input_path: Path
     output_path: Path
     policy: JobPolicy
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)  # never in a log line or a traceback
     fsync: bool = False  # the output is published from this file as is (the CLI)
     # the organisation's signing key (engines.signing.SigningKey.to_request()) for classes that sign
     signing: dict[str, Any] | None = field(default=None, repr=False)
@@ -58,19 +59,27 @@ def _raster_dpi(task: Task) -> int | None:
     return policy.dpi if task.kind == "watermark" and Mode(policy.mode) is Mode.RASTER else None
 
 
+def _secrets_pipe(task: Task) -> int | None:
+    """The read end of a pipe holding the task's password and signing key, for its render process
+    alone; None when it has neither. The zygote passes the descriptor on unread: a secret in its
+    memory would be in every later render process forked from it."""
+    given = {"password": task.password, "signing": task.signing}
+    return protocol.secrets_pipe(given) if any(given.values()) else None
+
+
 class SandboxUnavailable(RuntimeError):
     """The zygote could not be started."""
 
 
-PROFILES = ("all", "watermark", "report")  # what the zygote imports and warms (zygote.py)
+PROFILES = ("all", "watermark", "report", "sign")  # what the zygote imports and warms (zygote.py)
 
 
 class Sandbox:
     def __init__(self, profile: str = "all") -> None:
         """`profile`: "watermark" leaves the report engine (weasyprint, +28 MB) out of the zygote, so
         each fork and exit copies and tears down fewer page tables; "report" warms it before the first
-        task; "all" (default) warms both. Any profile runs any task kind, a missing import costing
-        that one task its time."""
+        task; "all" (default) warms both. These profiles run any kind but "sign", a missing import
+        costing that one task its time."""
         if profile not in PROFILES:
             raise ValueError(f"unknown sandbox profile {profile!r}")
         self.profile = profile
@@ -109,35 +118,43 @@ class Sandbox:
         """Run `task` in a fresh render process. `cancel()` true: kill it, outcome `canceled`.
         `heartbeat()` is called every interval while it runs; what it raises kills the task and
         propagates (e.g. LeaseLost). Never raises for anything the render process does."""
+        if (task.kind == "sign") != (self.profile == "sign"):  # the key's zygote forks no untrusted work
+            raise ValueError(f"a {task.kind} task cannot run in the {self.profile!r} sandbox: "
+                             "sign tasks run only in Sandbox('sign'), and it runs nothing else")
         answer = Path(f"{task.output_path}.answer")
         answer.unlink(missing_ok=True)
+        secret = _secrets_pipe(task)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         token = secrets.token_hex(8)
         try:
             with theirs:
-                if not self._hand_over(token, theirs, task, answer):
+                if not self._hand_over(token, theirs, task, answer, secret):
                     return from_exit(None, killed_for=None)
             return _Watch(self, ours, token, task, answer, cancel, heartbeat, heartbeat_interval_s).wait()
         finally:
             ours.close()
             answer.unlink(missing_ok=True)
+            if secret is not None:
+                os.close(secret)
 
-    def _hand_over(self, token: str, theirs: socket.socket, task: Task, answer: Path) -> bool:
+    def _hand_over(self, token: str, theirs: socket.socket, task: Task, answer: Path,
+                   secret: int | None) -> bool:
         limits = task.policy.limits
         size = task.input_path.stat().st_size if task.input_path.exists() else 0
-        request = {
+        request = {  # no secret in it: the zygote parses it (see _secrets_pipe)
             "kind": task.kind, "input": str(task.input_path), "output": str(task.output_path),
-            "answer": str(answer), "policy": task.policy.to_dict(), "password": task.password,
-            "fsync": task.fsync, "signing": task.signing, "memory_mb": limits.render_memory_mb,
+            "answer": str(answer), "policy": task.policy.to_dict(),
+            "fsync": task.fsync, "memory_mb": limits.render_memory_mb,
             "cpu_s": int(limits.render_budget_s(input_bytes=size, pages=limits.max_pages,
                                                 raster_dpi=_raster_dpi(task))) + 1,
         }
         message = {"op": "run", "token": token, "request": request}
+        fds = [theirs.fileno(), *([secret] if secret is not None else [])]
         with self._lock:
             for _ in range(2):  # a zygote that died since the last task is restarted once
                 try:
                     control = self._ensure_zygote()
-                    protocol.send(control, message, [theirs.fileno()])
+                    protocol.send(control, message, fds)
                     return True
                 except SandboxUnavailable:
                     log.exception("the sandbox zygote could not start")
@@ -173,6 +190,7 @@ class Sandbox:
                 [sys.executable, "-m", "docfence.sandbox.zygote", "--parent", str(os.getpid()),
                  "--fd", str(theirs.fileno()), "--profile", self.profile],
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, close_fds=True,
+                env=sandbox_environment(),  # no credentials for the zygote's render processes
             )
         self._control, self._ready = ours, False
         self.starts += 1

@@ -17,21 +17,25 @@ from docfence.core.clock import monotonic
 from docfence.core.errors import MalformedPdf, NoPages, NotAPdf
 from docfence.core.policy import JobPolicy, Kind
 from docfence.sandbox.outcomes import Outcome, from_exception
+from docfence.sandbox.protocol import take_secrets
 
 KINDS = ("watermark", "report", "provider_check", "sign")
 
 
-def run_task(request: dict[str, Any], on_pages: Callable[[int], None]) -> Outcome:
-    """Do the task described by `request`; every exception becomes a coded outcome (outcomes.py)."""
+def run_task(request: dict[str, Any], on_pages: Callable[[int], None],
+             secrets_fd: int | None = None) -> Outcome:
+    """Do the task described by `request` (its password and key read from `secrets_fd`, see
+    protocol.secrets_pipe); every exception becomes a coded outcome (outcomes.py)."""
     from docfence.faults import fault_point  # the test hook; inert unless DOCFENCE_FAULTS is set
 
     try:
+        secrets = take_secrets(secrets_fd)  # this process only: never in the zygote
         fault_point("render")
         policy = JobPolicy.from_dict(request["policy"])
         data = Path(request["input"]).read_bytes()
         started = monotonic()
-        output, pages, validation = _dispatch(request["kind"], data, policy, request.get("password"),
-                                              on_pages, request.get("signing"))
+        output, pages, validation = _dispatch(request["kind"], data, policy, secrets.get("password"),
+                                              on_pages, secrets.get("signing"))
         engine_s = monotonic() - started
         _write(request["output"], output, fsync=bool(request.get("fsync")))
         return Outcome(True, pages=pages, validation=validation, engine_s=engine_s)

@@ -3,9 +3,10 @@ fresh child per task (copy-on-write, no imports in the child) and reports each c
 
 Started by `Sandbox` as its own interpreter: `python -m docfence.sandbox.zygote --parent PID --fd N`,
 N being its end of the control socket. Single-threaded on purpose (fork and threads do not mix).
-Control messages: {"op": "run", "token", "request"} with the task's socket attached, {"op": "kill",
-"token"}. On a task's socket it sends {"pid"} after the fork and {"exit": wait status} after reaping;
-the child itself sends {"pages"} and {"answered"}. It dies with its parent (PR_SET_PDEATHSIG), and
+Control messages: {"op": "run", "token", "request"} with the task's socket attached (and the read
+end of its secrets pipe, which only the child reads), {"op": "kill", "token"}. On a task's socket
+it sends {"pid"} after the fork and {"exit": wait status} after reaping; the child itself sends
+{"pages"} and {"answered"}. It dies with its parent (PR_SET_PDEATHSIG), and
 its children die with it, so no render process outlives the process that asked for it.
 """
 
@@ -69,8 +70,9 @@ class Zygote:
             return False
         if message is None:
             return False
-        if message.get("op") == "run" and len(fds) == 1:
-            self._fork(message["token"], socket.socket(fileno=fds[0]), message["request"])
+        if message.get("op") == "run" and len(fds) in (1, 2):
+            secrets_fd = fds[1] if len(fds) == 2 else None  # never read here: the child's alone
+            self._fork(message["token"], socket.socket(fileno=fds[0]), message["request"], secrets_fd)
         elif message.get("op") == "kill":
             pid = self.by_token.get(message.get("token", ""))
             if pid is not None:  # not reaped yet, so the pid is still this child's
@@ -81,10 +83,12 @@ class Zygote:
                 os.close(fd)
         return True
 
-    def _fork(self, token: str, task: socket.socket, request: dict[str, Any]) -> None:
+    def _fork(self, token: str, task: socket.socket, request: dict[str, Any], secrets_fd: int | None) -> None:
         pid = os.fork()
         if pid == 0:
-            _child(task, request, os.getppid())  # never returns
+            _child(task, request, os.getppid(), secrets_fd)  # never returns
+        if secrets_fd is not None:
+            os.close(secrets_fd)
         self.children[pid] = (token, task)
         self.by_token[token] = pid
         with contextlib.suppress(OSError):
@@ -114,7 +118,7 @@ class Zygote:
                 os.waitpid(pid, 0)
 
 
-def _child(task: socket.socket, request: dict[str, Any], zygote: int) -> None:
+def _child(task: socket.socket, request: dict[str, Any], zygote: int, secrets_fd: int | None) -> None:
     """In the fresh child: drop the zygote's handlers and descriptors, set limits, work, answer, exit."""
     code = 0
     cost = _Cost()
@@ -124,12 +128,12 @@ def _child(task: socket.socket, request: dict[str, Any], zygote: int) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         protocol.die_with_parent(zygote)
         protocol.set_process_name(protocol.RENDER_NAME)
-        _close_other_fds(keep={0, 1, 2, task.fileno()})
+        _close_other_fds(keep={0, 1, 2, task.fileno()} | ({secrets_fd} if secrets_fd is not None else set()))
         _limit(request["memory_mb"], request["cpu_s"])
         from docfence.sandbox.work import run_task
 
         cost.mark("setup")
-        outcome = run_task(request, lambda pages: protocol.send(task, {"pages": pages}))
+        outcome = run_task(request, lambda pages: protocol.send(task, {"pages": pages}), secrets_fd)
         cost.mark("task")
         answer = {**outcome.to_message(),
                   "process": {"pid": os.getpid(), "token": secrets.token_hex(8), **cost.report()}}
@@ -257,19 +261,26 @@ def _sample(mode: str) -> None:
 
 
 def _import_issue_stages() -> None:
-    """The verification-code and signing stages (segno, zxing-cpp, pyHanko: ~1 s of imports, then
-    pyHanko's first-call set-up) when a configured class uses them, so no render or signing process
-    pays them per job."""
+    """The verification-code stage (segno, zxing-cpp) when a configured class uses it, so no render
+    process pays its imports per job. Signing is warmed in the sign zygote only (_warm_sign): sign
+    tasks never run here."""
     from docfence.config import load_settings
 
     with contextlib.suppress(Exception):  # only a cache, as in _warm_marks
         classes = load_settings().all_classes().values()
         if any(c.verification is not None for c in classes):
             import docfence.engines.verify_code  # noqa: F401
-        if any(c.signing is not None for c in classes):
-            from docfence.engines.signing import warm_up
 
-            warm_up()
+
+def _warm_sign() -> None:
+    """The sign zygote's warm-up: pyHanko's imports and first-call set-up with a throwaway key."""
+    from docfence import faults  # noqa: F401
+    from docfence.engines.signing import warm_up
+    from docfence.sandbox import work  # noqa: F401
+
+    with contextlib.suppress(Exception):  # only a cache: a broken signer fails in its own task
+        warm_up()
+    _freeze()
 
 
 def _import_reports() -> None:
@@ -298,12 +309,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="docfence.sandbox.zygote")
     parser.add_argument("--parent", type=int, required=True)
     parser.add_argument("--fd", type=int, required=True)
-    parser.add_argument("--profile", choices=("all", "watermark", "report"), default="all")
+    parser.add_argument("--profile", choices=("all", "watermark", "report", "sign"), default="all")
     args = parser.parse_args(argv)
     protocol.die_with_parent(args.parent)
     protocol.set_process_name(protocol.ZYGOTE_NAME)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it ends us
     control = socket.socket(fileno=args.fd)
+    if args.profile == "sign":  # only our own validated outputs: no engines or fonts to warm
+        _warm_sign()
+        Zygote(control).serve(())
+        return 0
     warm()
     if args.profile == "report":
         _import_reports()

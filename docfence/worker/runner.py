@@ -88,6 +88,9 @@ class Worker:
                                    on_committed=self._committed, on_stale=self._stale)
         self.sandbox = Sandbox("watermark")  # no report engine in it: cheaper forks for watermark jobs
         self.report_sandbox = Sandbox("report")  # started by the first report job (from this thread)
+        # the key's own zygote (started with the worker when a class signs): it never forks a render
+        # process for untrusted input, whose memory the key would otherwise share (docs/security.md)
+        self.sign_sandbox = Sandbox("sign")
         self._seal: PasswordSeal | None = None  # loaded by the first job that carries a password
         self._signing = _signing_request(settings)
 
@@ -96,6 +99,8 @@ class Worker:
         self.leases.start()
         self.committer.start()
         self.sandbox.start(wait=False)  # warms up while we claim; the first job waits until it is ready
+        if self._signing is not None:
+            self.sign_sandbox.start(wait=False)  # pyHanko's imports and set-up, before the first signing
         try:
             while not self.stopping.is_set():
                 claims = self._claim()
@@ -111,6 +116,7 @@ class Worker:
         finally:
             self.sandbox.close()
             self.report_sandbox.close()
+            self.sign_sandbox.close()
             self.committer.close()  # commit what is staged while its leases still hold
             self.leases.stop()
         return self.counters
@@ -212,12 +218,13 @@ class Worker:
         return result
 
     def _sign(self, job: Job, workdir: Path, rendered: Outcome, cancel: Callable[[], bool]) -> Outcome:
-        """Sign the validated output in a render process of its own, forked after validation: it gets
-        the key and our own validated bytes, never the untrusted input (engines/issue.py)."""
+        """Sign the validated output in a render process of its own, forked after validation by the
+        sign sandbox's zygote: it gets the key and our own validated bytes, never the untrusted input
+        (engines/issue.py)."""
         validated = workdir / "validated.pdf"
         (workdir / "output.pdf").rename(validated)
         task = Task("sign", validated, workdir / "output.pdf", job.policy, signing=self._signing)
-        signed = self.sandbox.run(task, cancel=cancel)
+        signed = self.sign_sandbox.run(task, cancel=cancel)
         if not signed.ok:
             report = _merged(rendered.validation, signed.validation) if signed.validation else None
             return replace(signed, validation=report)
