@@ -7,7 +7,7 @@ import base64
 import ipaddress
 import secrets
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from docfence.config import WebhooksConfig
 from docfence.core.errors import InvalidRequest
@@ -29,7 +29,7 @@ class IssuedSecret:
     """An endpoint with the secret that was just issued for it (shown to its owner this once)."""
 
     endpoint: WebhookEndpoint
-    secret: str
+    secret: str = field(repr=False)
 
 
 def new_secret() -> str:

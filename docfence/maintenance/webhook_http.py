@@ -92,7 +92,24 @@ def check_url(url: str) -> tuple[str, str, int]:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
         raise DestinationRefused("the URL's port is not a number in 1-65535") from None
+    if not _valid_host(parts.hostname):
+        raise DestinationRefused("the URL's host is not a valid host name")
     return parts.scheme, parts.hostname, port
+
+
+def _valid_host(host: str) -> bool:
+    """An address, or a name the resolver can take: getaddrinfo raises UnicodeError (not OSError) for
+    an empty or over-long label, which must be refused here rather than met at delivery."""
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        pass
+    try:
+        host.encode("idna")
+    except UnicodeError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -187,6 +204,8 @@ class GuardedTransport:
             addresses = self.resolver(host, port)
         except OSError as exc:
             return Sent(None, self._ms(started), f"cannot resolve {host} ({exc.strerror or exc})")
+        except ValueError as exc:  # UnicodeError included: a name the resolver cannot encode
+            return Sent(None, self._ms(started), f"cannot resolve {host} ({type(exc).__name__})")
         ip = self.policy.check(host, addresses)
         deadline = _Deadline(self.timeouts.total_s)
         timeout = httpx.Timeout(connect=self.timeouts.connect_s, read=self.timeouts.read_s,
@@ -202,6 +221,8 @@ class GuardedTransport:
             return Sent(None, self._ms(started), limit if deadline.passed else _timeout_name(exc))
         except httpx.HTTPError as exc:
             return Sent(None, self._ms(started), f"{type(exc).__name__}: {str(exc)[:200]}")
+        except (httpx.InvalidURL, ValueError) as exc:  # not HTTPError subclasses
+            return Sent(None, self._ms(started), f"invalid request: {type(exc).__name__}")
         return Sent(response.status_code, self._ms(started), None, prefix)
 
     def _ms(self, started: float) -> float:

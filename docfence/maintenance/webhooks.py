@@ -98,6 +98,10 @@ class WebhookDispatcher:
             self._finish(claim, AttemptResult("failed", error=str(exc)), "failed", 0.0,
                          f"destination_refused: {exc}", key, result.failed)
             return
+        except Exception as exc:  # one endpoint's odd failure must not stop every tenant's
+            # deliveries: it becomes this attempt's recorded error and is retried like any other
+            log.warning("webhook %s attempt %d: %s", claim.event_id, claim.attempt, type(exc).__name__)
+            sent = Sent(None, 0.0, f"delivery error: {type(exc).__name__}")
         fault_point("webhook_sent")  # the receiver has it; nothing is recorded yet
         if sent.status_code is not None and 200 <= sent.status_code < 300:
             self._finish(claim, _result("delivered", sent), "delivered", 0.0, None, key, result.delivered)
@@ -155,6 +159,9 @@ class WebhookDispatcher:
                 busy = any((result.delivered, result.retried, result.failed, result.overdue, result.stale))
             except DocfenceError as exc:
                 log.warning("webhook pass failed: %s", exc.code)
+                busy = False
+            except Exception as exc:  # the dispatcher thread outlives any one bad pass
+                log.error("webhook pass failed: %s", type(exc).__name__)
                 busy = False
             if not busy:
                 stop.wait(self.interval_s)

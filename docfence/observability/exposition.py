@@ -3,6 +3,9 @@ rendered in the Prometheus text format; and a standalone HTTP server for `worker
 
 from __future__ import annotations
 
+import fcntl
+import os
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
@@ -11,6 +14,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from docfence.observability import metrics
 from docfence.observability.collector import StoreCollector
+from docfence.observability.multiproc import ENV_VAR
 from docfence.store.base import Store
 
 __all__ = ["CONTENT_TYPE_LATEST", "build_registry", "render_metrics", "serve_metrics"]
@@ -21,12 +25,30 @@ def build_registry(store: Store | None) -> CollectorRegistry:
     otherwise a registry that reads this process's metrics. Store gauges are added when `store` is given."""
     registry = CollectorRegistry(auto_describe=False)
     if metrics.multiprocess_enabled():
-        MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        folder = Path(os.environ[ENV_VAR])
+        registry.register(_FoldLocked(MultiProcessCollector(None), folder))  # type: ignore[no-untyped-call]
     else:
         registry.register(_Delegate(REGISTRY))
     if store is not None:
         registry.register(StoreCollector(store))
     return registry
+
+
+class _FoldLocked:
+    """Reads every process's counter files while no starting process is folding a dead one's file into
+    the archive (multiproc.fold_dead holds the lock exclusively): between its archive write and its
+    unlink, a scrape would count those values twice, and the next scrape would look like a reset."""
+
+    def __init__(self, inner: MultiProcessCollector, folder: Path) -> None:
+        self.inner, self.lock = inner, folder / ".fold.lock"
+
+    def collect(self) -> Any:
+        with self.lock.open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_SH)
+            return list(self.inner.collect())  # type: ignore[no-untyped-call]
+
+    def describe(self) -> list[Any]:
+        return []
 
 
 class _Delegate:

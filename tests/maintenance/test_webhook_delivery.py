@@ -297,3 +297,38 @@ def test_a_receiver_that_is_down_holds_up_neither_its_backlog_nor_other_endpoint
     assert len(result.retried) == 1 and len(result.delivered) == 5  # one attempt at the dead receiver
     clock.advance(10)  # the first backoff (5-10 s) is over: again one attempt, not five
     assert len(dispatcher(store).run_once().retried) == 1
+
+
+def test_a_host_the_resolver_cannot_encode_is_refused_and_never_stops_the_dispatcher(  # type: ignore[no-untyped-def]
+        store, monkeypatch) -> None:
+    """`http://a..b/` passes urlsplit but makes getaddrinfo raise UnicodeError (not OSError): refused
+    at creation, and an endpoint stored with it before that check fails its delivery instead of killing
+    the dispatcher (which delivers every tenant's webhooks)."""
+    from docfence.core.errors import InvalidRequest
+    from docfence.maintenance import webhook_endpoints
+
+    with pytest.raises(InvalidRequest) as refused:
+        WebhookEndpoints(store, LOOPBACK).create("t1", "http://a..b/", ["*"], actor="op")
+    assert refused.value.field == "url"
+    monkeypatch.setattr(webhook_endpoints, "check_endpoint_url", lambda url, config: url)
+    endpoint_for(store, "http://a..b/hooks")
+    (job_id,) = finished_job(store)
+    result = dispatcher(store).run_once()
+    assert len(result.failed) == 1
+    (delivery,) = store.webhook_activity(job_id).deliveries
+    assert delivery.state == "failed" and delivery.failure_reason.startswith("destination_refused")
+
+
+def test_an_unexpected_error_while_sending_is_a_retried_attempt(store) -> None:  # type: ignore[no-untyped-def]
+    class Exploding:
+        def send(self, url: str, body: bytes, headers: object) -> None:
+            raise RuntimeError("a bug below the transport")
+
+    endpoint_for(store, "http://127.0.0.1:9/hooks")
+    (job_id,) = finished_job(store)
+    d = dispatcher(store)
+    d.transport = Exploding()  # type: ignore[assignment]
+    result = d.run_once()
+    assert len(result.retried) == 1
+    (attempt,) = store.webhook_activity(job_id).attempts
+    assert attempt.error == "delivery error: RuntimeError"

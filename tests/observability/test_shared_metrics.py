@@ -175,3 +175,26 @@ def test_the_folder_follows_the_database_unless_set(tmp_path: Path) -> None:
     other = Settings(database_url="postgresql://u@db:5432/b", storage_url="s3://b/p")
     assert multiproc.metrics_dir(pg) != multiproc.metrics_dir(other)  # two deployments never mix
     assert multiproc.metrics_dir(Settings(metrics_dir=str(tmp_path / "m"))) == tmp_path / "m"
+
+
+def test_a_scrape_reads_the_files_under_the_fold_lock(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A starting process folds a dead one's file into the archive, then unlinks it, holding the lock
+    exclusively; a scrape that read between the two would count those values twice."""
+    import fcntl
+
+    from docfence.observability import exposition
+
+    seen: list[tuple[str, int]] = []
+
+    class Files:
+        def collect(self) -> list[str]:
+            seen.append(("read", -1))
+            return ["metric"]
+
+    def flock(handle, operation: int) -> None:  # type: ignore[no-untyped-def]
+        seen.append((handle.name, operation))
+
+    monkeypatch.setattr(exposition.fcntl, "flock", flock)
+    collected = exposition._FoldLocked(Files(), tmp_path).collect()  # type: ignore[arg-type]
+    assert collected == ["metric"]
+    assert seen == [(str(tmp_path / ".fold.lock"), fcntl.LOCK_SH), ("read", -1)]
