@@ -90,7 +90,7 @@ def through_sandbox(key: signing.SigningKey, p12: str, password: str, repeat: in
         (folder / "in.pdf").write_bytes(engines.process(samples.many_pages(1), JobPolicy()).output)
         policy = JobPolicy(signing=SigningSpec())
         task = Task("sign", folder / "in.pdf", folder / "out.pdf", policy, signing=key.to_request())
-        with Sandbox("watermark") as sandbox:
+        with Sandbox("sign") as sandbox:
             sandbox.start()
             time.sleep(15.0)  # idle: the zygote's later warm-up steps (pyHanko's warm-up among them) run
             times, cpu = [], []
