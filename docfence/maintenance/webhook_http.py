@@ -1,8 +1,9 @@
 """Sending one webhook request without server-side request forgery: resolve the receiver's host, refuse
-loopback, private, link-local, multicast, reserved and unspecified addresses unless the allow-list names
-them, then connect to the very address that was checked (no second lookup). No redirects, bounded
-connect and read timeouts, a total time limit per attempt (a receiver cannot trickle its answer
-forever), and at most BODY_PREFIX_BYTES of the answer are read."""
+loopback, private, link-local, site-local, multicast, reserved and unspecified addresses (also those
+embedded in ::ffff: and 6to4 2002::/16 addresses) unless the allow-list names them, then connect to the
+very address that was checked (no second lookup). No redirects, bounded connect and read timeouts, a
+total time limit per attempt (a receiver cannot trickle its answer forever), and at most
+BODY_PREFIX_BYTES of the answer are read."""
 
 from __future__ import annotations
 
@@ -45,11 +46,11 @@ def resolve(host: str, port: int) -> list[str]:
 
 
 def _special(ip: IpAddress) -> bool:
-    mapped = getattr(ip, "ipv4_mapped", None)
-    if mapped is not None:
-        return _special(mapped)
+    embedded = getattr(ip, "ipv4_mapped", None) or getattr(ip, "sixtofour", None)
+    if embedded is not None:  # ::ffff:a.b.c.d and 6to4 (2002::/16) reach the IPv4 they embed
+        return _special(embedded)
     return (not ip.is_global or ip.is_loopback or ip.is_private or ip.is_link_local or ip.is_multicast
-            or ip.is_unspecified or ip.is_reserved)
+            or ip.is_unspecified or ip.is_reserved or getattr(ip, "is_site_local", False))
 
 
 class AddressPolicy:

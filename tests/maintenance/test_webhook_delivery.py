@@ -156,6 +156,17 @@ def test_private_addresses_are_refused_unless_allowed(store) -> None:  # type: i
     assert str(policy.check("a.example", ["93.184.216.34"])) == "93.184.216.34"
 
 
+def test_6to4_and_site_local_ipv6_addresses_are_refused_unless_allowed() -> None:
+    policy = AddressPolicy()
+    for address in ["2002:a00:1::1", "2002:7f00:1::1", "2002:a9fe:a9fe::1", "fec0::1", "feff::1"]:
+        with pytest.raises(DestinationRefused):  # 6to4 embedding a private IPv4; site-local fec0::/10
+            policy.check("a.example", [address])
+    assert str(policy.check("a.example", ["2002:5db8:d822::1"])) == "2002:5db8:d822::1"  # 93.184.216.34
+    allowing = AddressPolicy(("2002::/16", "fec0::/10"))
+    assert str(allowing.check("a.example", ["2002:a00:1::1"])) == "2002:a00:1::1"
+    assert str(allowing.check("a.example", ["fec0::1"])) == "fec0::1"
+
+
 def test_a_refused_destination_fails_at_once_and_sends_nothing(store) -> None:  # type: ignore[no-untyped-def]
     receiver = Receiver(secret="")
     with receiving(receiver) as url:
