@@ -174,13 +174,17 @@ class WebhookQueries(SqlBase):
 
     # -- deliveries --------------------------------------------------------------------------------
     def claim_webhook_deliveries(self, worker: str, *, limit: int, lease_s: float) -> list[DeliveryClaim]:
-        """Lease up to `limit` due deliveries; a re-claimed one's unreported attempt becomes "abandoned"."""
+        """Lease up to `limit` due deliveries; a re-claimed one's unreported attempt becomes "abandoned".
+        A due delivery of a disabled endpoint is not returned: the claim failed it ("endpoint_disabled")."""
         claims = []
         with self._tx() as tx:
             rows = tx.all("claim_webhook_deliveries", worker=worker, limit=limit, lease_s=float(lease_s),
                           now=self._now_param())
             for row in rows:
                 keys = {"event_id": row["event_id"], "endpoint_id": row["endpoint_id"]}
+                if row["state"] == "failed":
+                    self._fail_disabled(tx, keys)
+                    continue
                 tx.send("abandon_webhook_attempts", ended_at=row["claimed_at"], **keys)
                 tx.send("insert_webhook_attempt", attempt=row["attempt"], dispatcher=worker,
                         claimed_at=row["claimed_at"], **keys)
@@ -189,6 +193,15 @@ class WebhookQueries(SqlBase):
                 assert event is not None and endpoint is not None
                 claims.append(_claim(row, event, endpoint, worker))
         return claims
+
+    def _fail_disabled(self, tx: Tx, keys: dict[str, Any]) -> None:
+        # the delivery was inserted by a terminal transition racing its endpoint's disable
+        tx.send("abandon_webhook_attempts", ended_at=self._now_param() or self._db_now(tx), **keys)
+        event = tx.one("get_webhook_event", id=keys["event_id"])
+        assert event is not None
+        self._append_event(tx, "webhook_failed", actor="webhooks", job_id=event["job_id"],
+                           reason="endpoint_disabled", chain=event["job_id"],
+                           details={**keys, "failure_reason": "endpoint_disabled"})
 
     def finish_webhook_delivery(
         self, claim: DeliveryClaim, result: AttemptResult, *, to_state: str, delay_s: float = 0.0,

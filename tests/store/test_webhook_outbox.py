@@ -181,6 +181,24 @@ def test_overdue_and_disabled_deliveries_fail_with_their_reason(store, clock: Fa
     assert store.claim_webhook_deliveries("d1", limit=10, lease_s=60) == []
 
 
+def test_a_delivery_racing_a_disable_is_never_claimed_and_fails_as_disabled(store, clock: FakeClock) -> None:  # type: ignore[no-untyped-def]
+    endpoint(store, n=1)
+    endpoint(store, n=2)
+    job_id = submit(store)
+    store.claim("w1")
+    store.complete(job_id, 1, "w1", art(job_id, 1))  # its deliveries are pending ...
+    with store._tx() as tx:  # ... when a disable commits that did not see them (the race)
+        assert tx.one("disable_webhook_endpoint", id="whe_t1_2", tenant="t1", now=store._now_param())
+    claims = store.claim_webhook_deliveries("d1", limit=10, lease_s=60)
+    assert [c.endpoint_id for c in claims] == ["whe_t1_1"]
+    by_endpoint = {d.endpoint_id: d for d in store.webhook_activity(job_id).deliveries}
+    disabled = by_endpoint["whe_t1_2"]
+    assert (disabled.state, disabled.failure_reason, disabled.attempt) == ("failed", "endpoint_disabled", 0)
+    assert all(a.endpoint_id == "whe_t1_1" for a in store.webhook_activity(job_id).attempts)
+    clock.advance(3600)
+    assert [c.endpoint_id for c in store.claim_webhook_deliveries("d1", limit=10, lease_s=60)] == ["whe_t1_1"]
+
+
 def test_rotation_signs_with_both_secrets_during_the_grace(store, clock: FakeClock) -> None:  # type: ignore[no-untyped-def]
     endpoint(store)
     new = "whsec_bmV3bmV3bmV3"

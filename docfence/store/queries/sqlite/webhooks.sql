@@ -76,16 +76,24 @@ RETURNING event_id, endpoint_id, failure_reason,
 
 -- name: claim_webhook_deliveries
 -- Lease up to :limit due deliveries (pending and due, or delivering with an expired lease):
--- attempt += 1, lease for :lease_s from the store's clock.
+-- attempt += 1, lease for :lease_s from the store's clock. A delivery whose endpoint was disabled (one
+-- inserted by a terminal transition racing the disable) is not leased: it fails as endpoint_disabled.
 UPDATE webhook_deliveries
-   SET state = 'delivering', attempt = attempt + 1, lease_owner = :worker, run_after = t.now + :lease_s
-  FROM (SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now) AS t
- WHERE webhook_deliveries.rowid IN (
+   SET state = CASE WHEN p.disabled_at IS NULL THEN 'delivering' ELSE 'failed' END,
+       attempt = attempt + CASE WHEN p.disabled_at IS NULL THEN 1 ELSE 0 END,
+       lease_owner = CASE WHEN p.disabled_at IS NULL THEN :worker END,
+       run_after = CASE WHEN p.disabled_at IS NULL THEN t.now + :lease_s ELSE run_after END,
+       failure_reason = CASE WHEN p.disabled_at IS NULL THEN failure_reason ELSE 'endpoint_disabled' END,
+       finished_at = CASE WHEN p.disabled_at IS NULL THEN finished_at ELSE t.now END
+  FROM (SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now) AS t, webhook_endpoints AS p
+ WHERE p.id = webhook_deliveries.endpoint_id
+   AND webhook_deliveries.rowid IN (
         SELECT d.rowid FROM webhook_deliveries AS d
          WHERE d.state IN ('pending', 'delivering')
            AND d.run_after <= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)
          ORDER BY d.run_after, d.event_id
          LIMIT :limit)
+   AND webhook_deliveries.state IN ('pending', 'delivering')
 RETURNING *, run_after - :lease_s AS claimed_at;
 
 -- name: abandon_webhook_attempts
