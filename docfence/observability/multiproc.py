@@ -7,12 +7,14 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from docfence.config import Settings
+from docfence.core.errors import ConfigError
 
 #: prometheus_client's own variable: it picks its multi-process value class when first imported.
 ENV_VAR = "PROMETHEUS_MULTIPROC_DIR"
@@ -31,6 +33,28 @@ def metrics_dir(settings: Settings) -> Path:
         return Path(settings.database_url[len("sqlite:///"):]).parent / "metrics"
     digest = hashlib.sha256(settings.database_url.encode()).hexdigest()[:12]
     return Path(tempfile.gettempdir()) / f"docfence-metrics-{digest}"
+
+
+def prepare_folder(settings: Settings) -> Path:
+    """The metrics folder, created (0700) when missing. The default one in the temp directory, where
+    any local user can plant a folder or symlink first, must be this user's own real directory with
+    no group or other permissions; ConfigError otherwise."""
+    folder = metrics_dir(settings)
+    shared_tmp = not settings.metrics_dir and not settings.database_url.startswith("sqlite:///")
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=not shared_tmp)
+    except FileExistsError:
+        if not shared_tmp:
+            raise
+        # whatever is there is checked below, without following a symlink
+    if shared_tmp:
+        info = folder.lstat()
+        if (not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid()
+                or info.st_mode & (stat.S_IRWXG | stat.S_IRWXO)):
+            raise ConfigError(f"the default metrics folder {folder} is not a directory of this user closed "
+                              "to group and others (planted by another user?); set DOCFENCE_METRICS_DIR "
+                              "to a folder of your own", field="DOCFENCE_METRICS_DIR")
+    return folder
 
 
 def fold_dead(folder: Path) -> list[str]:
@@ -89,8 +113,7 @@ def share(settings: Settings) -> Path | None:
     process then serves only its own counters). Call it first thing in `serve`, `worker`, `reconcile`."""
     if "prometheus_client" in sys.modules:
         return None
-    folder = metrics_dir(settings)
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    folder = prepare_folder(settings)
     # The one environment write in docfence: prometheus_client reads only this variable, at import.
     os.environ[ENV_VAR] = str(folder)
     fold_dead(folder)

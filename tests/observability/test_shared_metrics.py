@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 
 from docfence.client import DocfenceClient
 from docfence.config import Settings
+from docfence.core.errors import ConfigError
 from docfence.engines import samples as pdfs
 from docfence.observability import multiproc
 from docfence.testing.procs import long_budget_config, start_worker, stop, wait_for, worker_env
@@ -198,3 +200,34 @@ def test_a_scrape_reads_the_files_under_the_fold_lock(tmp_path, monkeypatch) -> 
     collected = exposition._FoldLocked(Files(), tmp_path).collect()  # type: ignore[arg-type]
     assert collected == ["metric"]
     assert seen == [(str(tmp_path / ".fold.lock"), fcntl.LOCK_SH), ("read", -1)]
+
+
+def test_a_default_folder_planted_in_the_temp_directory_is_refused(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """/tmp is everyone's: the default PostgreSQL folder must be a real directory of this user, closed
+    to group and others, or a planted folder or symlink would collect (or feed) this host's counters."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    pg = Settings(database_url="postgresql://u@db:5432/a", storage_url="s3://b/p")
+    folder = multiproc.metrics_dir(pg)
+    assert multiproc.prepare_folder(pg) == folder and (folder.stat().st_mode & 0o777) == 0o700
+    elsewhere = tmp_path / "theirs"
+    elsewhere.mkdir(mode=0o700)
+    folder.rmdir()
+    folder.symlink_to(elsewhere)
+    _refused(pg)
+    folder.unlink()
+    folder.write_text("")
+    _refused(pg)
+    folder.unlink()
+    folder.mkdir()
+    folder.chmod(0o777)
+    _refused(pg)
+    folder.chmod(0o700)
+    assert multiproc.prepare_folder(pg) == folder
+    owner = folder.stat().st_uid
+    monkeypatch.setattr(multiproc.os, "geteuid", lambda: owner + 1)
+    _refused(pg)
+
+
+def _refused(settings: Settings) -> None:
+    with pytest.raises(ConfigError, match="DOCFENCE_METRICS_DIR"):
+        multiproc.prepare_folder(settings)
