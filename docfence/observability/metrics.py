@@ -14,6 +14,7 @@ from prometheus_client import Counter, Histogram, values
 
 from docfence.core.records import Job
 from docfence.core.states import JobState
+from docfence.observability.process_id import process_identifier
 
 #: Page-count buckets of the render-duration histogram (label `pages`); bounded on purpose.
 PAGE_BUCKETS: tuple[tuple[int, str], ...] = ((1, "1"), (10, "2-10"), (50, "11-50"), (200, "51-200"))
@@ -23,6 +24,10 @@ TERMINAL_SECONDS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 360
 ATTEMPT_BUCKETS = (1, 2, 3, 4, 5, 10, 20, 100)
 _MODES = frozenset({"vector", "raster"})
 _MAX_LABEL = 48
+
+if getattr(values.ValueClass, "_multiprocess", False):
+    # before the first metric: files named by pid and pid namespace, not bare pid (process_id.py)
+    values.ValueClass = values.MultiProcessValue(process_identifier=process_identifier)  # type: ignore[no-untyped-call]
 
 RENDER_DURATION = Histogram(
     "docfence_render_duration_seconds", "Render + validation time of one attempt in its child process.",

@@ -15,10 +15,13 @@ from typing import Any
 
 from docfence.config import Settings
 from docfence.core.errors import ConfigError
+from docfence.observability.process_id import namespace
 
 #: prometheus_client's own variable: it picks its multi-process value class when first imported.
 ENV_VAR = "PROMETHEUS_MULTIPROC_DIR"
-_FILE = re.compile(r"(counter|histogram|summary|gauge_[a-z]+)_(\d+)\.db")
+#: `<kind>_<pid>-<pid namespace>.db` (process_id.process_identifier); bare-pid files (older versions,
+#: namespace unknown) are never folded: they may belong to a live process of another container.
+_FILE = re.compile(r"(counter|histogram|summary|gauge_[a-z]+)_(\d+)-(\d+)\.db")
 _SUMMED = ("counter", "histogram", "summary")  # what a dead process's files add to the totals
 ARCHIVE = "archive"  # `counter_archive.db`: the folded totals (no pid: never folded itself)
 
@@ -58,10 +61,11 @@ def prepare_folder(settings: Settings) -> Path:
 
 
 def fold_dead(folder: Path) -> list[str]:
-    """Fold the counters and histograms of processes that no longer run (their pid is in the file
-    name) into one archive file per type, then delete their files, so totals survive restarts while
-    the folder stays as small as the set of live processes. Dead gauges are dropped. One process
-    folds at a time (a lock file). Returns the names folded. Import prometheus_client only after
+    """Fold the counters and histograms of processes of this pid namespace that no longer run (their
+    pid and namespace are in the file name; another namespace's files are never folded) into one
+    archive file per type, then delete their files, so totals survive restarts while the folder
+    stays as small as the set of live processes. Dead gauges are dropped. One process folds at a
+    time (a lock file). Returns the names folded. Import prometheus_client only after
     ENV_VAR is set: its first import fixes the value class of the whole process."""
     import fcntl
 
@@ -74,8 +78,8 @@ def fold_dead(folder: Path) -> list[str]:
         try:
             for path in sorted(folder.glob("*.db")):
                 match = _FILE.fullmatch(path.name)
-                if not match or _alive(int(match.group(2))):
-                    continue
+                if not match or match.group(3) != namespace() or _alive(int(match.group(2))):
+                    continue  # another namespace's pid means nothing here: never folded
                 kind = match.group(1)
                 if kind in _SUMMED:
                     try:

@@ -131,11 +131,11 @@ tests:
 
 
 _COUNTING = """
-import os
 from docfence.observability import metrics
+from docfence.observability.process_id import process_identifier
 metrics.record_lease_expired(2)
 metrics.record_claimed("vector", 3)
-print(os.getpid())
+print(process_identifier())
 """
 _SCRAPE = "from docfence.observability.exposition import render_metrics; print(render_metrics(None).decode())"
 
@@ -231,3 +231,34 @@ def test_a_default_folder_planted_in_the_temp_directory_is_refused(tmp_path, mon
 def _refused(settings: Settings) -> None:
     with pytest.raises(ConfigError, match="DOCFENCE_METRICS_DIR"):
         multiproc.prepare_folder(settings)
+
+
+def _counter_file(path: Path, total: float) -> None:
+    from prometheus_client.mmap_dict import MmapedDict, mmap_key
+
+    written = MmapedDict(str(path))
+    try:
+        written.write_value(mmap_key("docfence_lease_expirations_total", "docfence_lease_expirations_total",
+                                     [], [], ""), total, 0.0)
+    finally:
+        written.close()
+
+
+def test_fold_takes_only_this_pid_namespaces_dead_files(tmp_path: Path) -> None:
+    """Containers sharing the folder may each run a pid 1: a file of another pid namespace is never
+    folded (its pid says nothing here), however dead that pid is in this namespace; this namespace's
+    dead process is."""
+    from docfence.observability.process_id import namespace, process_identifier
+
+    ours = namespace()
+    assert process_identifier() == f"{os.getpid()}-{ours}"
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True, check=True, timeout=HANG_GUARD_S).stdout.strip()
+    other = str(int(ours) + 1)
+    dead_here, elsewhere = f"counter_{finished}-{ours}.db", f"counter_{finished}-{other}.db"
+    live_here, bare = f"counter_{os.getpid()}-{ours}.db", f"counter_{finished}.db"
+    for name in (dead_here, elsewhere, live_here, bare):
+        _counter_file(tmp_path / name, 5.0)
+    assert multiproc.fold_dead(tmp_path) == [dead_here]
+    left = sorted(p.name for p in tmp_path.glob("*.db"))
+    assert left == sorted(["counter_archive.db", elsewhere, live_here, bare])
