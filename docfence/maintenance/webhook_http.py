@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 import ssl
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +44,29 @@ def resolve(host: str, port: int) -> list[str]:
     """Every address the system resolver gives for `host` (IPv4 and IPv6), in its order."""
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+def _resolve_within(resolver: Resolver, host: str, port: int, seconds: float) -> Sequence[str]:
+    """`resolver(host, port)` waited for at most `seconds` (TimeoutError after): run in a daemon thread,
+    so a slow DNS server holds the dispatcher no longer than the attempt allows (the lookup itself,
+    which cannot be interrupted, ends in the background at the resolver's own timeout)."""
+    outcome: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            outcome["addresses"] = resolver(host, port)
+        except BaseException as exc:  # handed to the caller, re-raised there
+            outcome["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="webhook-resolve", daemon=True).start()
+    if not done.wait(seconds):
+        raise TimeoutError
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["addresses"]  # type: ignore[no-any-return]
 
 
 def _special(ip: IpAddress) -> bool:
@@ -201,14 +225,17 @@ class GuardedTransport:
         """Raises DestinationRefused before any connection for a refused URL or address."""
         _, host, port = check_url(url)
         started = self.clock.monotonic()
+        deadline = _Deadline(self.timeouts.total_s)  # the lookup counts in the attempt's total time
         try:
-            addresses = self.resolver(host, port)
+            addresses = _resolve_within(self.resolver, host, port,
+                                        min(self.timeouts.connect_s, self.timeouts.total_s))
+        except TimeoutError:
+            return Sent(None, self._ms(started), f"cannot resolve {host} (timed out)")
         except OSError as exc:
             return Sent(None, self._ms(started), f"cannot resolve {host} ({exc.strerror or exc})")
         except ValueError as exc:  # UnicodeError included: a name the resolver cannot encode
             return Sent(None, self._ms(started), f"cannot resolve {host} ({type(exc).__name__})")
         ip = self.policy.check(host, addresses)
-        deadline = _Deadline(self.timeouts.total_s)
         timeout = httpx.Timeout(connect=self.timeouts.connect_s, read=self.timeouts.read_s,
                                 write=self.timeouts.read_s, pool=self.timeouts.connect_s)
         transport = _PinnedTransport(str(ip), deadline, self.ssl_context)

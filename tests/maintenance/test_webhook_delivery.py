@@ -343,3 +343,30 @@ def test_an_unexpected_error_while_sending_is_a_retried_attempt(store) -> None: 
     assert len(result.retried) == 1
     (attempt,) = store.webhook_activity(job_id).attempts
     assert attempt.error == "delivery error: RuntimeError"
+
+
+def test_a_resolver_that_hangs_is_given_up_on_within_the_attempt(store) -> None:  # type: ignore[no-untyped-def]
+    """A tenant's slow DNS server holds the dispatcher for the connect time at most, not for the
+    system resolver's own timeout: the attempt records the timed-out lookup and is retried."""
+    from docfence.maintenance.webhook_http import GuardedTransport, Timeouts
+
+    release = threading.Event()
+    lookups: list[str] = []
+
+    def resolver(host: str, port: int) -> list[str]:
+        lookups.append(host)
+        if not release.wait(timeout=60.0):  # only stops a broken build from hanging
+            raise OSError("the test's resolver was never released")
+        return ["127.0.0.1"]
+
+    endpoint_for(store, "http://hooks.invalid:9/hooks")
+    (job_id,) = finished_job(store)
+    transport = GuardedTransport(AddressPolicy(("127.0.0.1",)), Timeouts(0.05, 2.0, 10.0), resolver=resolver)
+    d = WebhookDispatcher(store, LOOPBACK, worker="d1", rng=random.Random(1), transport=transport)
+    try:
+        assert len(d.run_once().retried) == 1
+    finally:
+        release.set()
+    (attempt,) = store.webhook_activity(job_id).attempts
+    assert lookups == ["hooks.invalid"] and attempt.status_code is None
+    assert attempt.error == "cannot resolve hooks.invalid (timed out)"
