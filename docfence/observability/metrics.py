@@ -12,9 +12,9 @@ from typing import Any
 
 from prometheus_client import Counter, Histogram, values
 
+from docfence.core.process_id import process_identifier
 from docfence.core.records import Job
 from docfence.core.states import JobState
-from docfence.observability.process_id import process_identifier
 
 #: Page-count buckets of the render-duration histogram (label `pages`); bounded on purpose.
 PAGE_BUCKETS: tuple[tuple[int, str], ...] = ((1, "1"), (10, "2-10"), (50, "11-50"), (200, "51-200"))

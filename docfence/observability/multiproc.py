@@ -15,7 +15,7 @@ from typing import Any
 
 from docfence.config import Settings
 from docfence.core.errors import ConfigError
-from docfence.observability.process_id import namespace
+from docfence.core.process_id import namespace
 
 #: prometheus_client's own variable: it picks its multi-process value class when first imported.
 ENV_VAR = "PROMETHEUS_MULTIPROC_DIR"

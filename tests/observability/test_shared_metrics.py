@@ -132,7 +132,7 @@ tests:
 
 _COUNTING = """
 from docfence.observability import metrics
-from docfence.observability.process_id import process_identifier
+from docfence.core.process_id import process_identifier
 metrics.record_lease_expired(2)
 metrics.record_claimed("vector", 3)
 print(process_identifier())
@@ -248,7 +248,7 @@ def test_fold_takes_only_this_pid_namespaces_dead_files(tmp_path: Path) -> None:
     """Containers sharing the folder may each run a pid 1: a file of another pid namespace is never
     folded (its pid says nothing here), however dead that pid is in this namespace; this namespace's
     dead process is."""
-    from docfence.observability.process_id import namespace, process_identifier
+    from docfence.core.process_id import namespace, process_identifier
 
     ours = namespace()
     assert process_identifier() == f"{os.getpid()}-{ours}"
