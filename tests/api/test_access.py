@@ -149,7 +149,11 @@ def test_every_route_with_every_role_and_tenant(any_env: ApiEnv) -> None:
     order = sorted(routes, key=lambda r: r.startswith("DELETE"))  # delete last: it tombstones the job
     for name, tenant, scopes in PRINCIPALS:
         headers = {"Authorization": f"Bearer {keys[name]}"} if keys[name] else {}
-        with httpx.Client(base_url=any_env.base_url, headers=headers, timeout=30) as http:
+        # One connection per request: a route that refuses before reading the body (or a rate limit)
+        # may close its connection after answering, and reusing it races that close (seen once as
+        # "Connection reset by peer"); this test is about who may call what, not keep-alive.
+        with httpx.Client(base_url=any_env.base_url, headers=headers, timeout=30,
+                          limits=httpx.Limits(max_keepalive_connections=0)) as http:
             for route in order:
                 status = _call(http, route, values, name).status_code
                 expected = _expected(route, tenant, scopes)
