@@ -499,24 +499,26 @@ def _build(data: dict[str, Any], env: dict[str, str]) -> Settings:
 
 def _server(table: Any) -> ServerConfig:
     """[server]; `trusted_proxies` is a TOML list of strings."""
-    if isinstance(table, dict) and "trusted_proxies" in table:
-        proxies = table["trusted_proxies"]
-        if not isinstance(proxies, list) or not all(isinstance(p, str) for p in proxies):
-            raise _invalid("[server].trusted_proxies", proxies, "must be a list of IP addresses or CIDRs")
-        table = {**table, "trusted_proxies": tuple(proxies)}
+    table = _strings_to_tuple(table, "trusted_proxies", "[server]", "IP addresses or CIDRs")
     server: ServerConfig = _section(ServerConfig, "[server]", table)
     return server
 
 
 def _webhooks(table: Any) -> WebhooksConfig:
     """[webhooks]; `allow_hosts` is a TOML list of strings."""
-    if isinstance(table, dict) and "allow_hosts" in table:
-        hosts = table["allow_hosts"]
-        if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
-            raise _invalid("[webhooks].allow_hosts", hosts, "must be a list of host names, IPs or CIDRs")
-        table = {**table, "allow_hosts": tuple(hosts)}
+    table = _strings_to_tuple(table, "allow_hosts", "[webhooks]", "host names, IPs or CIDRs")
     webhooks: WebhooksConfig = _section(WebhooksConfig, "[webhooks]", table)
     return webhooks
+
+
+def _strings_to_tuple(table: Any, key: str, section: str, what: str) -> Any:
+    """The table with its `key` (a TOML list of strings) as the tuple a frozen setting holds."""
+    if not isinstance(table, dict) or key not in table:
+        return table
+    values = table[key]
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise _invalid(f"{section}.{key}", values, f"must be a list of {what}")
+    return {**table, key: tuple(values)}
 
 
 def _worker(table: Any, env: dict[str, str]) -> WorkerConfig:
