@@ -42,6 +42,8 @@ class RasterSides:
     dpi: int
 
     def method(self) -> str:
+        if len(self.sample) == len(self.out_pages):
+            return "pdfium renders both sides of every page (the output's decoded images cross-checked)"
         before = ("the engine's render of the input, pdfium re-rendering the sample" if self.references
                   else "pdfium render of the input")
         return (f"input side: {before}; output side: the page's image decoded where structure proves the "

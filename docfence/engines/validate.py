@@ -162,8 +162,9 @@ def _checks(
     geos = [page_geometry(p) for p in src_pages]
     if mode != "vector":
         checks.append(facts.visible_size_check(src_pages, out_pages))
-        raster = RasterSides(out_pages, out_geos, references, frozenset(sample_pages(geos, selected)), dpi)
         pages = range(count)
+        sample = frozenset(pages if level == "exhaustive" else sample_pages(geos, selected))
+        raster = RasterSides(out_pages, out_geos, references, sample, dpi)
         checks += split_pixel_checks(source, output, pw, selected, mode, spec, geos, pages, dpi, raster)
         checks[-1]["method"] = raster.method()
         checks += [side()] if side else []
