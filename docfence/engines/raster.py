@@ -177,7 +177,7 @@ def _compose_and_encode(
     would show it (pixel_proof.reference), so the validator need not render the input again."""
     before = reference(img, size, policy.dpi)
     if marks:
-        composite(img, watermark_layer(geo, marks, img.size))
+        composite(img, watermark_layer(geo, marks, img.size, policy.dpi / 72.0))
     return encode(img, policy.raster_encoding), before
 
 
@@ -249,7 +249,7 @@ def _encode_pages(
                 img, size = _render(doc, index, policy.dpi)
                 drawn = marks.on_page(index, count)
                 if drawn:
-                    watermark_layer(geo, drawn, img.size)  # pdfium work stays on this thread
+                    watermark_layer(geo, drawn, img.size, policy.dpi / 72.0)  # pdfium stays on this thread
                 pending.append(pool.submit(_compose_and_encode, img, size, geo, drawn, policy))
                 while len(pending) > _IN_FLIGHT or (pending and index == indices[-1]):
                     encoded.append(pending.popleft().result())
