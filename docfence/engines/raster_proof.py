@@ -83,17 +83,24 @@ def shown_image(page: pikepdf.Dictionary, geo: PageGeometry) -> pikepdf.Stream |
     return image if image.get("/Subtype") == pikepdf.Name.Image else None
 
 
+class Undecodable(Exception):
+    """The page's image is of a form decode() reads, but its data does not decode to its size."""
+
+
 def decode(image: pikepdf.Stream) -> Image.Image | None:
     """The image's pixels as RGB, decoded by libqpdf (Flate, predictors) or Pillow (JPEG), for the forms
-    the raster engine writes; None for any other form (pdfium then renders the page)."""
+    the raster engine writes; None for any other form (pdfium then renders the page). Raises
+    Undecodable when the data is damaged or of the wrong length, which a renderer would paper over."""
     try:
         width, height, bits = int(image.Width), int(image.Height), int(image.BitsPerComponent)
         space, kind = image.ColorSpace, image.Filter
         if kind == pikepdf.Name.DCTDecode:
             img = Image.open(io.BytesIO(image.read_raw_bytes()))
             expected = {"/DeviceGray": "L", "/DeviceRGB": "RGB"}.get(str(space))
-            if img.size != (width, height) or img.mode != expected:
+            if img.mode != expected:
                 return None
+            if img.size != (width, height):
+                raise Undecodable("the JPEG's size is not the image's")
             return img.convert("RGB")
         if kind != pikepdf.Name.FlateDecode:
             return None
@@ -101,10 +108,14 @@ def decode(image: pikepdf.Stream) -> Image.Image | None:
         if isinstance(space, pikepdf.Array):
             return _indexed(space, width, height, bits, data)
         mode = {("/DeviceGray", 8): "L", ("/DeviceRGB", 8): "RGB"}.get((str(space), bits))
-        if mode is None or len(data) != width * height * len(mode):
+        if mode is None:
             return None
+        if len(data) != width * height * len(mode):
+            raise Undecodable("the image's data is not its size")
         return Image.frombytes(mode, (width, height), data).convert("RGB")
-    except (pikepdf.PdfError, AttributeError, ValueError, TypeError, OSError):
+    except (pikepdf.PdfError, OSError) as exc:  # a damaged stream (qpdf) or JPEG (Pillow)
+        raise Undecodable(f"the image does not decode ({type(exc).__name__})") from exc
+    except (AttributeError, ValueError, TypeError):  # entries of unexpected types: not our form
         return None
 
 
@@ -114,8 +125,10 @@ def _indexed(space: pikepdf.Array, width: int, height: int, bits: int, data: byt
     lookup, hival = bytes(space[3]), int(space[2])
     rawmode = {4: "P;4", 8: "P"}.get(bits)
     row = (width * bits + 7) // 8
-    if rawmode is None or len(data) != row * height or len(lookup) < 3 * (hival + 1) or hival > 255:
+    if rawmode is None or len(lookup) < 3 * (hival + 1) or hival > 255:
         return None
+    if len(data) != row * height:
+        raise Undecodable("the image's data is not its size")
     img = Image.frombytes("P", (width, height), data, "raw", rawmode)
     if hival + 1 < 1 << bits:  # some index has no colour (the engine fills the table): check the pixels
         used = img.getextrema()[1]
@@ -139,7 +152,11 @@ def sides(
         problems.append("the engine's render of the input differs from the validator's")
     decoded = None
     image = shown_image(ctx.out_pages[index], ctx.out_geos[index])
-    full = decode(image) if image is not None else None
+    try:
+        full = decode(image) if image is not None else None
+    except Undecodable as exc:
+        full = None
+        problems.append(f"the page's image: {exc}")
     if full is not None:
         decoded = full.reduce(factor) if factor > 1 else full
         decoded = decoded if decoded.size == before.size else None
@@ -172,4 +189,4 @@ def _same(a: Image.Image, b: Image.Image) -> bool:
     return all(high <= _EXACT for _, high in ImageChops.difference(a, b).getextrema())  # type: ignore[misc]
 
 
-__all__ = ["RasterSides", "decode", "page_problem", "shown_image", "sides"]
+__all__ = ["RasterSides", "Undecodable", "decode", "page_problem", "shown_image", "sides"]

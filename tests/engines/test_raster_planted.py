@@ -122,6 +122,19 @@ def test_opaque_annotation_over_the_page(
 
 
 @pytest.mark.parametrize("way", WAYS)
+def test_image_data_damaged(made: Made, way: str) -> None:
+    """A cut Flate stream: a renderer shows what it could inflate (here, nearly all of it); the proof
+    that decodes the image refuses it."""
+
+    def damage(pdf: pikepdf.Pdf, page: pikepdf.Dictionary) -> None:
+        image = _image(page)
+        raw = image.read_raw_bytes()
+        image.write(raw[: len(raw) - 8], filter=image.Filter, decode_parms=image.get("/DecodeParms"))
+
+    assert "watermark_rendered" in _validate(made, _edit(made[1], damage), way)
+
+
+@pytest.mark.parametrize("way", WAYS)
 def test_page_box_changed(made: Made, way: str) -> None:
     def grow(pdf: pikepdf.Pdf, page: pikepdf.Dictionary) -> None:
         page.MediaBox = pikepdf.Array([0, 0, 400, 400])
