@@ -27,11 +27,11 @@ from typing import Any
 
 from docfence import engines
 from docfence.core.policy import JobPolicy, SigningSpec, WatermarkSpec
-from docfence.engines import samples
 from docfence.engines.issue import sign_validated
 from docfence.engines.marks import MarkSet
 from docfence.engines.signing import SigningKey
 from docfence.engines.validate import validate
+from docfence.samples import pdfs
 from docfence.testing.signing_ca import make_test_ca
 
 
@@ -52,7 +52,7 @@ def cpu_of(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
 
 def measure(pages: int, repeat: int, key: SigningKey) -> dict[str, Any]:
     policy = JobPolicy(watermark=WatermarkSpec(text="CONFIDENTIAL"), signing=SigningSpec())
-    data = samples.many_pages(pages)
+    data = pdfs.many_pages(pages)
     render_ms, result = cpu_of(lambda: engines.process(data, policy), repeat)
     validate_ms, _ = cpu_of(lambda: validate(data, result.output, MarkSet.of(policy), mode=policy.mode.value,
                                              dpi=policy.dpi, sanitize=policy.sanitize,

@@ -48,7 +48,7 @@ from docfence.benchmarks.harness import start_worker, stop, temporary_pg_databas
 from docfence.config import Settings
 from docfence.core.clock import monotonic, utcnow
 from docfence.core.records import ArtifactInfo
-from docfence.engines.samples import links
+from docfence.samples.pdfs import links
 from docfence.service import Principal, Service, SubmitRequest, build_service
 
 TARGET_MS = 50.0

@@ -36,10 +36,11 @@ import pypdfium2 as pdfium
 
 from docfence.core.clock import monotonic
 from docfence.core.policy import JobPolicy, Mode, WatermarkSpec
-from docfence.engines import process, samples
+from docfence.engines import process
 from docfence.engines.preflight import preflight
 from docfence.engines.raster import naive_jpeg_size, watermark_raster
 from docfence.engines.vector import watermark_vector
+from docfence.samples import pdfs
 
 SPEC = WatermarkSpec(text="Vertraulich \u2013 Dr. Müller / 患者")
 VECTOR = JobPolicy(watermark=SPEC)
@@ -59,7 +60,7 @@ def pages_per_second(pages: int, fn: Callable[[], object], min_seconds: float = 
 
 def watermark_pdf(width: float, height: float) -> bytes:
     """A one-page PDF holding only our watermark (what the peers overlay)."""
-    blank = samples.SampleBuilder()
+    blank = pdfs.SampleBuilder()
     blank.page([], size=(width, height))
     data = blank.to_bytes()
     return watermark_vector(preflight(data, VECTOR), VECTOR)
@@ -86,10 +87,10 @@ def run_mutool(src: Path, folder: Path) -> None:
 
 
 def bench_size(pages: int, tmp: Path, quick: bool) -> dict[str, Any]:
-    data = samples.many_pages(pages)
+    data = pdfs.many_pages(pages)
     src, mark = tmp / f"in{pages}.pdf", tmp / "mark.pdf"
     src.write_bytes(data)
-    mark.write_bytes(watermark_pdf(*samples.A4))
+    mark.write_bytes(watermark_pdf(*pdfs.A4))
     row: dict[str, Any] = {"pages": pages}
     row["vector"] = pages_per_second(pages, lambda: watermark_vector(preflight(data, VECTOR), VECTOR))
     row["vector_validated"] = pages_per_second(pages, lambda: process(data, VECTOR))
@@ -108,7 +109,7 @@ def bench_size(pages: int, tmp: Path, quick: bool) -> dict[str, Any]:
 
 
 def raster_size_vs_naive(pages: int = 20) -> dict[str, Any]:
-    data = samples.many_pages(pages)
+    data = pdfs.many_pages(pages)
     ours = len(process(data, RASTER).output)
     doc = pdfium.PdfDocument(data)
     naive = sum(naive_jpeg_size(doc[i].render(scale=150 / 72).to_pil()) for i in range(pages))
@@ -134,7 +135,7 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 def peak_rss_1000_pages(tmp: Path) -> dict[str, Any]:
     src = tmp / "in1000.pdf"
-    src.write_bytes(samples.many_pages(1000))
+    src.write_bytes(pdfs.many_pages(1000))
     started = monotonic()
     done = subprocess.run([sys.executable, "-c", _RSS_CHILD, str(src)], check=True, capture_output=True)
     seconds = monotonic() - started

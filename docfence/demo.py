@@ -63,13 +63,13 @@ def demo_settings(base: Path) -> Settings:
 
 
 def _sample(name: str) -> bytes:
-    from docfence.engines import samples
+    from docfence.samples import pdfs
 
     if name == "long_40_pages":
-        return samples.many_pages(40)
+        return pdfs.many_pages(40)
     if name == "form":
-        return with_active_content(samples.all_samples()[name])
-    return samples.all_samples()[name]
+        return with_active_content(pdfs.all_samples()[name])
+    return pdfs.all_samples()[name]
 
 
 def with_active_content(data: bytes) -> bytes:

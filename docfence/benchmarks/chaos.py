@@ -44,9 +44,9 @@ class Kill:
 
 
 def _submit_all(rt: Runtime, jobs: int, deadline_s: float) -> list[str]:
-    from docfence.engines import samples
+    from docfence.samples import pdfs
 
-    docs = list(samples.all_samples().values())
+    docs = list(pdfs.all_samples().values())
     service = Service(rt.settings, rt.store, rt.regions, signing_secret=b"chaos" * 8)
     ids = []
     for i in range(jobs):

@@ -33,10 +33,10 @@ from docfence.core.marks import resolve_fields
 from docfence.core.policy import JobPolicy, Kind, WatermarkSpec
 from docfence.core.records import Job, NewJob
 from docfence.core.states import JobState
-from docfence.engines.report import VARIANTS
-from docfence.engines.report_data import validate_data
-from docfence.engines.report_job import build_snapshot
+from docfence.engines.report.data import validate_data
+from docfence.engines.report.render import VARIANTS
 from docfence.reports.templates import check_template_id, report_store
+from docfence.sandbox.report_job import build_snapshot
 from docfence.store.base import Store
 from docfence.store.reports import ProviderObservation, ReportRequest, TemplateVersion
 

@@ -64,7 +64,7 @@ def _dispatch(kind: str, data: bytes, policy: JobPolicy, password: str | None,
         signed, report = sign_validated(data, policy, SigningKey.from_request(signing))
         return signed, 0, report
     if kind == "report":
-        from docfence.engines.report_job import render_report_job
+        from docfence.sandbox.report_job import render_report_job
 
         result = render_report_job(data, policy)
         return result.output, result.pages, result.validation
@@ -77,7 +77,7 @@ def _provider_check(data: bytes, policy: JobPolicy,
                     on_pages: Callable[[int], None]) -> tuple[bytes, int, dict[str, Any]]:
     """A provider's PDF is untrusted input like any upload."""
     from docfence import engines
-    from docfence.engines.report_job import opens_checks
+    from docfence.sandbox.report_job import opens_checks
 
     if not data.startswith(b"%PDF-"):
         raise NotAPdf("the provider's output is not a PDF")

@@ -11,8 +11,9 @@ import pypdfium2 as pdfium
 import pytest
 
 from docfence.core.policy import JobPolicy, Mode, WatermarkSpec
-from docfence.engines import process, samples
+from docfence.engines import process
 from docfence.engines.raster import naive_jpeg_size
+from docfence.samples import pdfs
 
 from .helpers import UNICODE_MARK, poppler_renders, qpdf_check
 
@@ -30,7 +31,7 @@ def test_samples_raster_validate(sample_docs: dict[str, bytes], name: str, tmp_p
 
 
 def test_text_pages_at_least_twice_smaller_than_naive_jpeg() -> None:
-    data = samples.many_pages(4)
+    data = pdfs.many_pages(4)
     result = process(data, JobPolicy(mode=Mode.RASTER, dpi=150))
     doc = pdfium.PdfDocument(data)
     naive = sum(naive_jpeg_size(doc[i].render(scale=150 / 72).to_pil()) for i in range(4))
@@ -40,9 +41,9 @@ def test_text_pages_at_least_twice_smaller_than_naive_jpeg() -> None:
 @pytest.mark.parametrize("encoding", ["jpeg", "png", "gray"])
 def test_explicit_encodings_validate(encoding: str) -> None:
     policy = JobPolicy(mode=Mode.RASTER, dpi=72, raster_encoding=encoding)
-    assert process(samples.mixed_sizes(), policy).validation["ok"]
+    assert process(pdfs.mixed_sizes(), policy).validation["ok"]
 
 
 def test_selected_pages_only() -> None:
     policy = JobPolicy(mode=Mode.RASTER, dpi=72, watermark=WatermarkSpec(pages="2"))
-    assert process(samples.many_pages(3), policy).validation["ok"]
+    assert process(pdfs.many_pages(3), policy).validation["ok"]

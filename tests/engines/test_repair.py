@@ -11,11 +11,12 @@ import pytest
 
 from docfence.core.errors import MalformedPdf
 from docfence.core.policy import JobPolicy, Mode
-from docfence.engines import process, samples
+from docfence.engines import process
+from docfence.samples import pdfs
 
 
 def _edit(change: object) -> bytes:
-    pdf = pikepdf.open(io.BytesIO(samples.many_pages(3)))
+    pdf = pikepdf.open(io.BytesIO(pdfs.many_pages(3)))
     change(pdf)  # type: ignore[operator]
     buf = io.BytesIO()
     pdf.save(buf)
@@ -53,12 +54,12 @@ def test_box_damage_is_repaired_and_noted(damage: object, note: str, mode: Mode)
 
 
 def test_leading_junk_is_repaired_and_noted() -> None:
-    result = process(b"garbage from a mail gateway\r\n" + samples.many_pages(2), JobPolicy())
+    result = process(b"garbage from a mail gateway\r\n" + pdfs.many_pages(2), JobPolicy())
     assert any("before the %PDF header" in n for n in result.validation["notes"])
 
 
 def test_xref_damage_is_reconstructed_and_noted() -> None:
-    data = samples.many_pages(3)
+    data = pdfs.many_pages(3)
     start = re.search(rb"startxref\s+(\d+)", data)
     assert start is not None
     broken = data[: start.start(1)] + str(int(start.group(1)) + 7).encode() + data[start.end(1) :]
@@ -68,13 +69,13 @@ def test_xref_damage_is_reconstructed_and_noted() -> None:
 
 
 def test_truncation_stays_refused() -> None:
-    data = samples.many_pages(5)
+    data = pdfs.many_pages(5)
     with pytest.raises(MalformedPdf):
         process(data[: len(data) * 2 // 3], JobPolicy())
 
 
 def test_trailer_without_size_is_repaired_into_a_clean_file() -> None:
-    data = samples.many_pages(2)
+    data = pdfs.many_pages(2)
     broken = data.replace(b"/Size", b"/Sjze")
     assert broken != data
     result = process(broken, JobPolicy())

@@ -15,9 +15,10 @@ from PIL import ImageChops
 from docfence.config import load_settings
 from docfence.core.errors import ActiveContentRefused, ConfigError
 from docfence.core.policy import JobPolicy, Mode, SanitizePolicy
-from docfence.engines import process, samples
+from docfence.engines import process
 from docfence.engines.sanitize import sanitize
 from docfence.engines.sanitize_residue import find_residue
+from docfence.samples import pdfs
 
 
 def _js(pdf: pikepdf.Pdf, code: str = "app.alert('x')") -> pikepdf.Dictionary:
@@ -26,7 +27,7 @@ def _js(pdf: pikepdf.Pdf, code: str = "app.alert('x')") -> pikepdf.Dictionary:
 
 def hostile_pdf() -> bytes:
     """The links sample with every kind of active content and hidden data the issue lists."""
-    pdf = pikepdf.open(io.BytesIO(samples.all_samples()["links"]))
+    pdf = pikepdf.open(io.BytesIO(pdfs.all_samples()["links"]))
     root = pdf.Root
     root.OpenAction = _js(pdf)
     root.AA = pikepdf.Dictionary(WC=_js(pdf))
@@ -111,7 +112,7 @@ def test_keep_lists_without_changing() -> None:
 
 
 def test_link_uris_strip_keeps_the_link_rectangle() -> None:
-    data = samples.all_samples()["links"]
+    data = pdfs.all_samples()["links"]
     before = pikepdf.open(io.BytesIO(data))
     result = process(data, JobPolicy(sanitize=SanitizePolicy(link_uris="strip")))
     out = pikepdf.open(io.BytesIO(result.output))
@@ -122,13 +123,13 @@ def test_link_uris_strip_keeps_the_link_rectangle() -> None:
 
 def test_residue_check_catches_what_the_walk_does_not_visit() -> None:
     """JavaScript hung where the sanitiser never looks (inside a structure element) still fails the check."""
-    pdf = pikepdf.open(io.BytesIO(samples.all_samples()["links"]))
+    pdf = pikepdf.open(io.BytesIO(pdfs.all_samples()["links"]))
     pdf.Root.StructTreeRoot = pikepdf.Dictionary(K=pikepdf.Dictionary(A=_js(pdf)))
     assert [f.kind for f in find_residue(pdf, SanitizePolicy())] == ["javascript"]
 
 
 def test_xfa_is_stripped_by_default_and_raster_output_is_clean() -> None:
-    pdf = pikepdf.open(io.BytesIO(samples.form()))
+    pdf = pikepdf.open(io.BytesIO(pdfs.form()))
     pdf.Root.AcroForm.XFA = pdf.make_stream(b"<xdp:xdp/>")
     pdf.Root.OpenAction = _js(pdf)
     buf = io.BytesIO()
@@ -153,7 +154,7 @@ def test_class_policy_from_toml_survives_the_job_round_trip(tmp_path: Path) -> N
 
 
 def test_looping_outline_is_cut_and_noted() -> None:
-    pdf = pikepdf.open(io.BytesIO(samples.many_pages(2)))
+    pdf = pikepdf.open(io.BytesIO(pdfs.many_pages(2)))
     first = pdf.make_indirect(pikepdf.Dictionary(Title=pikepdf.String("a")))
     second = pdf.make_indirect(pikepdf.Dictionary(Title=pikepdf.String("b"), Next=first))
     first.Next = second

@@ -12,7 +12,8 @@ import pytest
 from PIL import ImageChops
 
 from docfence.core.policy import JobPolicy, WatermarkSpec
-from docfence.engines import process, samples
+from docfence.engines import process
+from docfence.samples import pdfs
 
 from .helpers import CORPUS, UNICODE_MARK, poppler_renders, qpdf_check
 
@@ -54,7 +55,7 @@ def _top_band_changed(before: bytes, after: bytes) -> list[bool]:
 
 
 def test_header_is_at_the_displayed_top_on_every_rotation() -> None:
-    data = samples.rotated_pages()
+    data = pdfs.rotated_pages()
     result = process(data, JobPolicy(watermark=WatermarkSpec(text="HEADER", position="header")))
     assert all(_top_band_changed(data, result.output))
     footer = process(data, JobPolicy(watermark=WatermarkSpec(text="FOOTER", position="footer")))

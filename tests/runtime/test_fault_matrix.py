@@ -29,9 +29,9 @@ from docfence.core.clock import FakeClock
 from docfence.core.errors import StoreUnavailable
 from docfence.core.records import Job
 from docfence.core.states import JobState
-from docfence.engines.samples import links
 from docfence.maintenance.reconciler import Reconciler
 from docfence.runtime import Runtime
+from docfence.samples.pdfs import links
 from docfence.service import Principal, Service, SubmitRequest
 from docfence.store.base import open_store
 from docfence.testing.barriers import HANG_GUARD_S, Barriers

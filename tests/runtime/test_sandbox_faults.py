@@ -16,8 +16,8 @@ import pytest
 
 from docfence.config import load_settings
 from docfence.core.states import JobState
-from docfence.engines.samples import links
 from docfence.runtime import Runtime
+from docfence.samples.pdfs import links
 from docfence.service import Principal, Service, SubmitRequest
 from docfence.testing.procs import REPO, long_budget_config, start_worker, stop, wait_for, worker_env
 from docfence.testing.proctree import descendants, render_processes, running, zygotes_under

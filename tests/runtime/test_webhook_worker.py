@@ -8,9 +8,9 @@ import io
 from pathlib import Path
 
 from docfence.config import load_settings
-from docfence.engines.samples import links
 from docfence.maintenance.webhook_endpoints import WebhookEndpoints
 from docfence.runtime import Runtime
+from docfence.samples.pdfs import links
 from docfence.service import Principal, Service, SubmitRequest
 from docfence.testing.procs import LONG_BUDGET_TOML, start_worker, stop, worker_env
 from docfence.testing.webhook_receiver import Receiver, receiving

@@ -15,9 +15,13 @@ from docfence.testing.imports import ROOT, cycles, imported_modules, module_grap
 FLOORS = {
     "core": 0,
     "config": 1, "faults": 1,
+    # report rendering and sample PDFs import only core (and their libraries): the watermark engines
+    # reuse the report's asset-only URL fetcher, and warm-ups in engines and the sandbox draw samples
+    "engines.report": 1, "samples": 1,
     # bytes, rows and counters: each knows nothing of jobs' workflow
     "store": 2, "blobs": 2, "engines": 2, "providers": 2, "layout": 2, "logs": 2,
     "observability.metrics": 2,  # core + prometheus_client only, so every layer above may count
+    "samples.monthly_report": 2,  # the sample report template, loaded with engines.report's bundle loader
     "sandbox": 3,  # runs the engines in render processes under limits
     "intake": 3,  # an upload checked and stored before its job exists
     "maintenance": 4, "worker": 4, "reports": 4, "observability": 4,

@@ -11,7 +11,7 @@ from typing import Any
 from docfence.core.errors import TemplateDataInvalid, TemplateError, ValidationFailed
 from docfence.core.policy import JobPolicy, Kind
 from docfence.engines import ProcessResult, process
-from docfence.engines.report import VARIANTS, TemplateBundle, render_report, template_hash
+from docfence.engines.report.render import VARIANTS, TemplateBundle, render_report, template_hash
 
 SNAPSHOT_FORMAT = "docfence.report-input.v1"
 
