@@ -43,7 +43,7 @@ from typing import Any
 import httpx
 
 import docfence
-from docfence import layout
+from docfence import storage_keys
 from docfence.benchmarks.harness import start_worker, stop, temporary_pg_database, worker_env
 from docfence.config import Settings
 from docfence.core.clock import monotonic, utcnow
@@ -132,7 +132,7 @@ def _finish(service: Service, job_id: str) -> float:
     """Play the worker: claim, publish under the attempt's key, fenced commit; returns when it did."""
     claim = next(c for c in service.store.claim("bench-worker", limit=10) if c.job.id == job_id)
     data = b"%PDF-1.4 bench output\n"
-    key = layout.artifact_key(claim.job.tenant, job_id, claim.attempt)
+    key = storage_keys.artifact_key(claim.job.tenant, job_id, claim.attempt)
     service.router.for_region(claim.job.region).put(key, data)
     info = ArtifactInfo(key=key, sha256=hashlib.sha256(data).hexdigest(), bytes=len(data), pages=1)
     service.store.complete(job_id, claim.attempt, "bench-worker", info)

@@ -16,8 +16,8 @@ from docfence.core.policy import Mode, SanitizePolicy, WatermarkSpec
 from docfence.core.records import Job
 from docfence.core.states import JobState
 from docfence.logs import configure as configure_logs
-from docfence.runtime import Runtime, run_worker
 from docfence.service import Principal, Service, SubmitRequest
+from docfence.wiring import Runtime, run_worker
 
 SAMPLES = [  # (sample name, document class)
     ("links", "clinical-summary"), ("rotated", "clinical-summary"), ("offset_boxes", "clinical-summary"),

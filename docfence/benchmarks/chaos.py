@@ -27,9 +27,9 @@ from docfence.config import load_settings
 from docfence.core.clock import monotonic, utcnow
 from docfence.core.records import Job
 from docfence.core.states import JobState
-from docfence.layout import attempt_of_staging_key
-from docfence.runtime import Runtime
 from docfence.service import Principal, Service, SubmitRequest
+from docfence.storage_keys import attempt_of_staging_key
+from docfence.wiring import Runtime
 
 PRINCIPAL = Principal("chaos", "chaos", ("admin",))
 LEASE_TTL_S, RECONCILE_S = 2.0, 0.3

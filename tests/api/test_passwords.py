@@ -17,8 +17,8 @@ from docfence.blobs.sealed import PasswordSeal, load_key, password_key
 from docfence.client import InvalidRequest, JobFailed
 from docfence.config import Settings
 from docfence.core.errors import ConfigError
-from docfence.layout import job_prefix
 from docfence.samples import pdfs
+from docfence.storage_keys import job_prefix
 from docfence.worker.runner import Worker
 
 from .conftest import ApiEnv

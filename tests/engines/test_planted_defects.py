@@ -259,15 +259,15 @@ def test_mark_laid_out_outside_the_visible_box(level: str, monkeypatch: pytest.M
     def off_page(*args: object) -> list[tuple[float, ...]]:
         return [multiply(m, (1.0, 0.0, 0.0, 1.0, 5000.0, 5000.0)) for m in real(*args)]  # type: ignore[arg-type]
 
-    from docfence.engines import wm_layer
+    from docfence.engines import mark_pixels
 
     monkeypatch.setattr(vector, "placements", off_page)
-    wm_layer.coverage_mask.cache_clear()  # masks are cached per geometry: none from the real layout
+    mark_pixels.coverage_mask.cache_clear()  # masks are cached per geometry: none from the real layout
     try:
         source = pdfs.many_pages(12)
         report = run(source, watermarked(source), level)
     finally:
-        wm_layer.coverage_mask.cache_clear()  # nor any of the broken layout's for later tests
+        mark_pixels.coverage_mask.cache_clear()  # nor any of the broken layout's for later tests
     assert "watermark_in_visible_box" in failed(report)
 
 

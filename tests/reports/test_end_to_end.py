@@ -14,9 +14,9 @@ from docfence.config import DocumentClass, Settings, WorkerConfig
 from docfence.core.policy import WatermarkSpec
 from docfence.core.states import JobState
 from docfence.reports import ReportRequests, RequestSpec, Templates
-from docfence.runtime import Runtime, run_worker
 from docfence.samples.monthly_report import load_monthly_bundle, sample_monthly_data
 from docfence.testing.procs import LONG_BUDGET_LIMITS
+from docfence.wiring import Runtime, run_worker
 
 
 @pytest.fixture

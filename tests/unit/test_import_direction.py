@@ -19,7 +19,7 @@ FLOORS = {
     # reuse the report's asset-only URL fetcher, and warm-ups in engines and the sandbox draw samples
     "engines.report": 1, "samples": 1,
     # bytes, rows and counters: each knows nothing of jobs' workflow
-    "store": 2, "blobs": 2, "engines": 2, "providers": 2, "layout": 2, "logs": 2,
+    "store": 2, "blobs": 2, "engines": 2, "providers": 2, "storage_keys": 2, "logs": 2,
     "observability.metrics": 2,  # core + prometheus_client only, so every layer above may count
     "samples.monthly_report": 2,  # the sample report template, loaded with engines.report's bundle loader
     "sandbox": 3,  # runs the engines in render processes under limits
@@ -27,7 +27,7 @@ FLOORS = {
     "maintenance": 4, "worker": 4, "reports": 4, "observability": 4,
     "verification": 4,  # what the public verification page may say about an issued document
     "service": 5,  # use cases; deletion is the maintenance service's job, the service calls it
-    "runtime": 5,  # wires store, blobs, worker and reconciler for the commands
+    "wiring": 5,  # wires store, blobs, worker and reconciler for the commands
     "demo": 6, "benchmarks": 6,
     "api": 7, "client": 7,  # the operator console is part of the API (api/console: its routes, its keys)
     "cli": 8,  # commands over everything, including the HTTP client and `serve`
