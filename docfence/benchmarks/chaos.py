@@ -21,12 +21,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from docfence.benchmarks.harness import start_worker, worker_env
 from docfence.blobs import open_blob_store
 from docfence.config import load_settings
 from docfence.core.clock import monotonic, utcnow
 from docfence.core.records import Job
 from docfence.core.states import JobState
+from docfence.harness.workers import start_worker, worker_env
 from docfence.service import Principal, Service, SubmitRequest
 from docfence.storage_keys import attempt_of_staging_key
 from docfence.wiring import Runtime

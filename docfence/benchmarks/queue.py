@@ -11,11 +11,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from docfence.benchmarks.processes import run_processes
 from docfence.core.clock import monotonic
 from docfence.core.errors import StoreUnavailable
 from docfence.core.policy import JobPolicy
 from docfence.core.records import ArtifactInfo, Completion, NewJob
+from docfence.harness.processes import run_processes
 from docfence.store import open_store
 
 NOOP_SHA = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -86,7 +86,7 @@ def fresh_store_url(kind: str) -> Iterator[str]:
         with tempfile.TemporaryDirectory(prefix="docfence-bench-") as tmp:
             yield f"sqlite:///{Path(tmp) / 'bench.db'}"
     elif kind == "postgres":
-        from docfence.benchmarks.harness import temporary_pg_database
+        from docfence.harness.workers import temporary_pg_database
 
         with temporary_pg_database("docfence_bench") as url:
             yield url

@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from docfence.benchmarks.harness import REPO, start_worker, stop, wait_for, worker_env
 from docfence.core.policy import Limits
+from docfence.harness.workers import REPO, start_worker, stop, wait_for, worker_env
 
 __all__ = ["LONG_BUDGET_LIMITS", "REPO", "long_budget_config", "start_worker", "stop", "wait_for",
            "worker_env"]

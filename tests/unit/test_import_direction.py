@@ -28,6 +28,7 @@ FLOORS = {
     "verification": 4,  # what the public verification page may say about an issued document
     "service": 5,  # use cases; deletion is the maintenance service's job, the service calls it
     "wiring": 5,  # wires store, blobs, worker and reconciler for the commands
+    "harness": 5,  # starts docfence processes and scratch databases for benchmarks and tests
     "demo": 6, "benchmarks": 6,
     "api": 7, "client": 7,  # the operator console is part of the API (api/console: its routes, its keys)
     "cli": 8,  # commands over everything, including the HTTP client and `serve`
