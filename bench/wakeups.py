@@ -47,7 +47,8 @@ from docfence import storage_keys
 from docfence.config import Settings
 from docfence.core.clock import monotonic, utcnow
 from docfence.core.records import ArtifactInfo
-from docfence.harness.workers import start_worker, stop, temporary_pg_database, worker_env
+from docfence.harness.databases import temporary_pg_database
+from docfence.harness.workers import start_worker, stop, worker_env
 from docfence.samples.pdfs import links
 from docfence.service import Principal, Service, SubmitRequest, build_service
 

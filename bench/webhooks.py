@@ -27,7 +27,7 @@ from typing import Any
 from docfence.config import WebhooksConfig
 from docfence.core.policy import JobPolicy
 from docfence.core.records import ArtifactInfo, Completion, NewJob
-from docfence.harness.workers import temporary_pg_database
+from docfence.harness.databases import temporary_pg_database
 from docfence.maintenance.webhook_endpoints import WebhookEndpoints
 from docfence.maintenance.webhooks import WebhookDispatcher
 from docfence.store import open_store

@@ -46,8 +46,8 @@ def measure_procrastinate(jobs: int, workers: int) -> float | None:
         import procrastinate  # noqa: F401
     except ImportError:
         return None
+    from docfence.harness.databases import temporary_pg_database
     from docfence.harness.processes import run_processes
-    from docfence.harness.workers import temporary_pg_database
 
     with temporary_pg_database("docfence_bench_proc") as url:
         app = _app(url)

@@ -22,7 +22,8 @@ import httpx
 from docfence.benchmarks.dense import dense_pdf, stamp_pdf
 from docfence.config import environment, load_settings
 from docfence.core.clock import monotonic
-from docfence.harness.workers import REPO, start_worker, stop, temporary_pg_database, wait_for
+from docfence.harness.databases import temporary_pg_database
+from docfence.harness.workers import REPO, start_worker, stop, wait_for
 from docfence.service import build_service
 
 HANG_GUARD_S = 600.0  # a stuck job fails the run; it bounds nothing that is measured

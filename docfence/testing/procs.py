@@ -1,4 +1,5 @@
-"""Real worker processes for fault tests (the helpers live with the benchmarks, which use them too)."""
+"""Real worker processes for fault tests: the harness's (which the benchmarks use too), and a render budget
+long enough that load cannot fail a job whose subject is not the budget."""
 
 from pathlib import Path
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from docfence.core.clock import Clock
-from docfence.harness.workers import pg_url_for, temporary_pg_database
+from docfence.harness.databases import pg_url_for, temporary_pg_database
 from docfence.store.postgres import PostgresStore
 from docfence.store.sqlite import SqliteStore
 
