@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from docfence.core.policy import JobPolicy, Mode, WatermarkSpec
-from docfence.engines import process
+from docfence.engines import watermark_document
 from docfence.samples import pdfs
 
 LOGO_SVG = (b'<svg xmlns="http://www.w3.org/2000/svg" width="160" height="48" viewBox="0 0 160 48">'
@@ -69,7 +69,7 @@ def main() -> int:
     document = pdfs.many_pages(3)
     written = []
     for name, policy in layouts().items():
-        result = process(document, policy)
+        result = watermark_document(document, policy)
         target = args.out / f"marks-{name}.png"
         render(result.output, target, args.dpi)
         written.append({"file": str(target), "validated": bool(result.validation["ok"]),

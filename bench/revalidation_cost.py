@@ -1,9 +1,9 @@
 """What re-validating a signing class's output in a fresh render process would cost (review finding 4:
 the signature covers bytes only the render process that parsed the untrusted input checked). Per
-document, in one warm process: CPU ms of the render (engines.process, its validation included), of the
-validation alone (engines.validate on the same source and output: the least a re-check must redo) and
-of the signing stage, each with the CPU of the subprocesses it ran (qpdf, pdfinfo). CPU time, not wall
-time, so the figure moves less with the machine's load; the load average is printed with it.
+document, in one warm process: CPU ms of the render (engines.watermark_document, its validation
+included), of the validation alone (engines.validate on the same source and output: the least a re-check
+must redo) and of the signing stage, each with the CPU of the subprocesses it ran (qpdf, pdfinfo). CPU
+time, not wall time, so the figure moves less with the machine's load; the load average is printed with it.
 
 Usage: python bench/revalidation_cost.py [--repeat N] [--pages 1,20]
 """
@@ -53,7 +53,7 @@ def cpu_of(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
 def measure(pages: int, repeat: int, key: SigningKey) -> dict[str, Any]:
     policy = JobPolicy(watermark=WatermarkSpec(text="CONFIDENTIAL"), signing=SigningSpec())
     data = pdfs.many_pages(pages)
-    render_ms, result = cpu_of(lambda: engines.process(data, policy), repeat)
+    render_ms, result = cpu_of(lambda: engines.watermark_document(data, policy), repeat)
     validate_ms, _ = cpu_of(lambda: validate(data, result.output, MarkSet.of(policy), mode=policy.mode.value,
                                              dpi=policy.dpi, sanitize=policy.sanitize,
                                              level=policy.validation), repeat)

@@ -248,7 +248,7 @@ def _warm_marks(*, default_only: bool) -> None:
             policy = settings.policy_for(name)
             for size in (pdfs.LETTER, pdfs.A4):
                 with contextlib.suppress(Exception):
-                    engines.process(pdfs.many_pages(1, size), policy)
+                    engines.watermark_document(pdfs.many_pages(1, size), policy)
 
 
 def _sample(mode: str) -> None:
@@ -257,7 +257,7 @@ def _sample(mode: str) -> None:
     from docfence.samples import pdfs
 
     with contextlib.suppress(Exception):  # a broken engine shows up in the first real job, coded
-        engines.process(pdfs.links(), JobPolicy(mode=Mode(mode), dpi=72))
+        engines.watermark_document(pdfs.links(), JobPolicy(mode=Mode(mode), dpi=72))
 
 
 def _import_issue_stages() -> None:

@@ -138,7 +138,7 @@ def test_image_marks_composite_in_raster_mode() -> None:
     logo = WatermarkSpec(image=uri("svg+xml", SVG), position="center", opacity=1.0, font_size=200)
     policy = JobPolicy(mode=Mode.RASTER, dpi=72, watermark=WatermarkSpec(text="{page}/{pages}"),
                        marks=(logo,), fields=dict(VALUES))
-    result = engines.process(data, policy)
+    result = engines.watermark_document(data, policy)
     assert result.validation["ok"]
     doc = pdfium.PdfDocument(result.output)
     try:

@@ -15,7 +15,7 @@ from PIL import ImageChops
 from docfence.config import load_settings
 from docfence.core.errors import ActiveContentRefused, ConfigError
 from docfence.core.policy import JobPolicy, Mode, SanitizePolicy
-from docfence.engines import process
+from docfence.engines import watermark_document
 from docfence.engines.sanitize import sanitize
 from docfence.engines.sanitize_residue import find_residue
 from docfence.samples import pdfs
@@ -68,7 +68,7 @@ def test_strip_removes_every_kind_and_lists_it() -> None:
     data = hostile_pdf()
     before = pikepdf.open(io.BytesIO(data))
     assert find_residue(before, SanitizePolicy())  # the check sees the hostile input as dirty
-    result = process(data, JobPolicy())
+    result = watermark_document(data, JobPolicy())
     out = pikepdf.open(io.BytesIO(result.output))
     assert find_residue(out, SanitizePolicy()) == []
     report = result.validation["sanitize"]
@@ -98,13 +98,13 @@ def test_stripping_never_changes_what_a_page_shows() -> None:
 
 def test_refuse_names_the_kinds() -> None:
     with pytest.raises(ActiveContentRefused) as info:
-        process(hostile_pdf(), JobPolicy(sanitize=SanitizePolicy(active_content="refuse")))
+        watermark_document(hostile_pdf(), JobPolicy(sanitize=SanitizePolicy(active_content="refuse")))
     assert "javascript" in info.value.message and "launch" in info.value.message
 
 
 def test_keep_lists_without_changing() -> None:
     policy = JobPolicy(sanitize=SanitizePolicy.keep_all())
-    result = process(hostile_pdf(), policy)
+    result = watermark_document(hostile_pdf(), policy)
     assert result.validation["sanitize"]["stripped"] == {}
     assert result.validation["sanitize"]["found"]["javascript"] >= 3
     out = pikepdf.open(io.BytesIO(result.output))
@@ -114,7 +114,7 @@ def test_keep_lists_without_changing() -> None:
 def test_link_uris_strip_keeps_the_link_rectangle() -> None:
     data = pdfs.all_samples()["links"]
     before = pikepdf.open(io.BytesIO(data))
-    result = process(data, JobPolicy(sanitize=SanitizePolicy(link_uris="strip")))
+    result = watermark_document(data, JobPolicy(sanitize=SanitizePolicy(link_uris="strip")))
     out = pikepdf.open(io.BytesIO(result.output))
     assert _uris(before) and not _uris(out)
     count = sum(len(p.obj.get("/Annots", [])) for p in out.pages)
@@ -135,7 +135,7 @@ def test_xfa_is_stripped_by_default_and_raster_output_is_clean() -> None:
     buf = io.BytesIO()
     pdf.save(buf)
     for mode in (Mode.VECTOR, Mode.RASTER):
-        result = process(buf.getvalue(), JobPolicy(mode=mode))
+        result = watermark_document(buf.getvalue(), JobPolicy(mode=mode))
         assert "xfa" in result.validation["sanitize"]["stripped"]
         assert find_residue(pikepdf.open(io.BytesIO(result.output)), SanitizePolicy()) == []
 
@@ -161,7 +161,7 @@ def test_looping_outline_is_cut_and_noted() -> None:
     pdf.Root.Outlines = pikepdf.Dictionary(First=first, Last=second, Count=2)
     buf = io.BytesIO()
     pdf.save(buf)
-    result = process(buf.getvalue(), JobPolicy())
+    result = watermark_document(buf.getvalue(), JobPolicy())
     assert any("outline link" in n for n in result.validation["notes"])
     out = pikepdf.open(io.BytesIO(result.output))
     assert "/Next" not in out.Root.Outlines.First.Next

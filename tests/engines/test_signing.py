@@ -36,7 +36,7 @@ def key(ca: ThrowawayCa) -> signing.SigningKey:
 
 @pytest.fixture(scope="module")
 def marked() -> bytes:
-    return engines.process(pdfs.many_pages(3), JobPolicy()).output
+    return engines.watermark_document(pdfs.many_pages(3), JobPolicy()).output
 
 
 def failed(checks: list[dict[str, object]]) -> set[str]:
@@ -77,7 +77,7 @@ def test_a_visible_signature_on_the_last_page(marked: bytes, key: signing.Signin
 
 def test_code_then_signature_in_one_pipeline(key: signing.SigningKey, tmp_path: Path) -> None:
     policy = JobPolicy(verification=VerificationSpec(url=URL), signing=SigningSpec(visible=True))
-    result = engines.process(pdfs.many_pages(2), policy)
+    result = engines.watermark_document(pdfs.many_pages(2), policy)
     coded = issue(result.output, result.validation, policy)  # in the render process
     output, report = sign_validated(coded, policy, key)  # in a process of its own, after validation
     assert [c["name"] for c in result.validation["checks"]][-2:] == ["verification_code_structure",
@@ -139,7 +139,7 @@ def test_an_encrypted_output_is_refused(key: signing.SigningKey) -> None:
     with pikepdf.open(io.BytesIO(pdfs.many_pages(1))) as pdf:
         pdf.save(buf, encryption=pikepdf.Encryption(owner="o-secret", user="u-secret", R=6))
     policy = JobPolicy(signing=SigningSpec(), owner_password_policy="keep")
-    result = engines.process(buf.getvalue(), policy, password="u-secret")
+    result = engines.watermark_document(buf.getvalue(), policy, password="u-secret")
     with pytest.raises(SigningRefused) as caught:
         sign_validated(result.output, policy, key)
     assert caught.value.code == "signing_refused"
