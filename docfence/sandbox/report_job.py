@@ -1,5 +1,6 @@
-"""A report job's bytes in -> PDF out: the job's input is a frozen JSON snapshot (template version + data +
-variant); verify the template hash, render in the sandbox, then watermark and validate like any PDF."""
+"""A report job's input format (a frozen JSON snapshot: template version + data + variant) and its render:
+verify the template hash, render, then watermark and validate like any PDF. It lives in the sandbox, not in
+reports/ (which builds snapshots): render processes read it, and reports/ sits above the sandbox."""
 
 from __future__ import annotations
 
