@@ -134,5 +134,5 @@ def test_validators_are_built_only_over_the_empty_registry() -> None:
                 if name in ("Draft202012Validator", "validator_for") or (
                         name == "validate" and getattr(node.func, "value", None) is not None
                         and getattr(node.func.value, "id", "") == "jsonschema"):  # type: ignore[attr-defined]
-                    builders.append((path.name, name))
-    assert builders == [("report_data.py", "Draft202012Validator")]
+                    builders.append((path.relative_to(root).as_posix(), name))
+    assert builders == [("engines/report/data.py", "Draft202012Validator")]
