@@ -94,6 +94,14 @@ def test_production_never_imports_the_test_helpers() -> None:
     assert used == []
 
 
+def test_the_test_helpers_never_import_the_benchmarks() -> None:
+    """What tests and benchmarks share lives below both (in `harness`): a test that runs a benchmark's
+    module would fail when the benchmark changes what it measures."""
+    used = [(path.name, m) for path in (ROOT / "testing").rglob("*.py") for m in imported_modules(path)
+            if m.startswith("docfence.benchmarks")]
+    assert used == []
+
+
 def test_the_client_needs_only_core() -> None:
     for name, path in production_modules():
         if name == "docfence" or room(name) != "client":
