@@ -264,3 +264,21 @@ def test_outbox_under_random_interleavings_postgres(pg_url: str) -> None:
             return store
 
     run_state_machine_as_test(Machine, settings=OUTBOX_SETTINGS)
+
+
+def test_a_disabled_endpoints_delivery_does_not_use_up_the_claim(store, clock: FakeClock) -> None:  # type: ignore[no-untyped-def]
+    endpoint(store, tenant="t1")
+    endpoint(store, tenant="t2")
+    first = submit(store, tenant="t1")
+    store.claim("w1")
+    store.complete(first, 1, "w1", art(first, 1))  # due first ...
+    clock.advance(1)
+    second = submit(store, tenant="t2")
+    store.claim("w1")
+    store.complete(second, 1, "w1", art(second, 1))
+    with store._tx() as tx:  # ... and its endpoint disabled by a disable that raced the delivery's insert
+        assert tx.one("disable_webhook_endpoint", id="whe_t1_1", tenant="t1", now=store._now_param())
+    claims = store.claim_webhook_deliveries("d1", limit=1, lease_s=60)
+    assert [(c.job_id, c.endpoint_id) for c in claims] == [(second, "whe_t2_1")]
+    failed = store.webhook_activity(first).deliveries
+    assert [(d.state, d.failure_reason) for d in failed] == [("failed", "endpoint_disabled")]
