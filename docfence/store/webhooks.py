@@ -7,6 +7,7 @@ the way jobs are claimed and finished: attempt += 1 on claim, outcome fenced on 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -257,6 +258,20 @@ class WebhookQueries(SqlBase):
                                    details={"event_id": row["event_id"], "endpoint_id": row["endpoint_id"],
                                             "failure_reason": row["failure_reason"]})
         return [(r["event_id"], r["endpoint_id"]) for r in rows]
+
+    def prune_webhook_events(self, *, keep_s: float, limit: int = 100) -> list[str]:
+        """Delete up to `limit` outbox events created over `keep_s` ago whose deliveries all finished,
+        with their delivery and attempt rows; returns their ids. The jobs' audit chains keep a
+        `webhook_attempt` event per attempt, so the evidence of each delivery outlives its outbox rows."""
+        with self._tx() as tx:
+            rows = tx.all("select_prunable_webhook_events", keep_s=float(keep_s), limit=limit,
+                          now=self._now_param())
+            ids = [str(row["id"]) for row in rows]
+            if ids:
+                for query in ("delete_webhook_attempts_of_events", "delete_webhook_deliveries_of_events",
+                              "delete_webhook_events"):
+                    tx.send(query, ids=json.dumps(ids))
+        return ids
 
     # -- reads -------------------------------------------------------------------------------------
     def webhook_deliveries_due(self) -> bool:
