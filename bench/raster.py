@@ -1,7 +1,8 @@
-"""Raster engine benchmark: `engines.process()` (render, encode, validate) in raster mode at a DPI on one
-dense document, run in this process: pages/s (wall) and CPU ms per page (getrusage SELF + CHILDREN, so
-the forked page ranges, validation pieces and pdfinfo are counted), with the engine's and the validator's
-share; and the output size against RGB JPEG q85 of the same renders (the size target: >= 2x smaller).
+"""Raster engine benchmark: `engines.watermark_document()` (render, encode, validate) in raster mode at
+a DPI on one dense document, run in this process: pages/s (wall) and CPU ms per page (getrusage SELF +
+CHILDREN, so the forked page ranges, validation pieces and pdfinfo are counted), with the engine's and
+the validator's share; and the output size against RGB JPEG q85 of the same renders (the size target:
+>= 2x smaller).
 
 Run it once per tree, alternating, to compare code on a loaded machine:
     PYTHONPATH=/work/main python bench/raster.py /tmp/dense/corpus/doc_200p.pdf --runs 3
@@ -30,8 +31,8 @@ import pypdfium2 as pdfium
 import docfence
 from docfence.core.clock import monotonic
 from docfence.core.policy import JobPolicy, Mode, WatermarkSpec
-from docfence.engines import process
 from docfence.engines import validate as validate_module
+from docfence.engines import watermark_document
 from docfence.engines.raster import naive_jpeg_size
 
 SPEC = WatermarkSpec(text="Vertraulich \u2013 Dr. Müller / 患者")
@@ -59,9 +60,9 @@ def one_run(data: bytes, policy: JobPolicy) -> dict[str, Any]:
         spent["validate"] += cpu
         return result
 
-    validate_module.validate = timed  # process() imports it from the module at call time
+    validate_module.validate = timed  # watermark_document() imports it from the module at call time
     try:
-        result, wall, cpu = measure(lambda: process(data, policy))
+        result, wall, cpu = measure(lambda: watermark_document(data, policy))
     finally:
         validate_module.validate = real
     pages = result.pages
@@ -90,7 +91,7 @@ def main() -> int:
     args = parser.parse_args()
     data = args.pdf.read_bytes()
     policy = JobPolicy(mode=Mode.RASTER, dpi=args.dpi, watermark=SPEC)
-    process(data, policy)  # warm: fonts parsed, caches filled, as in the sandbox's zygote
+    watermark_document(data, policy)  # warm: fonts parsed, caches filled, as in the sandbox's zygote
     runs = [one_run(data, policy) for _ in range(args.runs)]
     best = max(runs, key=lambda r: r["pages_per_s"])
     commit = subprocess.run(["git", "-C", os.path.dirname(docfence.__file__), "rev-parse", "--short",

@@ -14,6 +14,7 @@ import pypdfium2 as pdfium
 from PIL import Image, ImageChops
 
 from docfence.engines.geometry import PageGeometry
+from docfence.engines.mark_pixels import PageMarks, coverage_mask
 from docfence.engines.pixel_proof import (
     proof_scale,
     raster_pixel_problem,
@@ -21,7 +22,6 @@ from docfence.engines.pixel_proof import (
     render,
     render_like,
 )
-from docfence.engines.wm_layer import PageMarks, coverage_mask
 
 _PAGE_KEYS = {"/Type", "/MediaBox", "/Resources", "/Contents", "/Parent"}
 _IMAGE_KEYS = {"/Type", "/Subtype", "/Width", "/Height", "/BitsPerComponent", "/ColorSpace", "/Filter",

@@ -15,11 +15,12 @@ import pytest
 from PIL import Image
 
 from docfence.core.policy import JobPolicy, Mode, WatermarkSpec
-from docfence.engines import pixel_proof, raster_proof, samples
+from docfence.engines import pixel_proof, raster_proof
 from docfence.engines.marks import MarkSet
 from docfence.engines.preflight import preflight
 from docfence.engines.raster import watermark_raster
 from docfence.engines.validate import validate
+from docfence.samples import pdfs
 
 POLICY = JobPolicy(mode=Mode.RASTER, dpi=72, watermark=WatermarkSpec(text="CONFIDENTIAL", opacity=0.3))
 PAGES = 6
@@ -31,7 +32,7 @@ Made = tuple[bytes, bytes, list[Image.Image | None], bytes]
 @pytest.fixture(scope="module")
 def made() -> Made:
     """(input, output, the engine's renders of the input, an output marked on page 1 only)."""
-    data = samples.many_pages(PAGES)
+    data = pdfs.many_pages(PAGES)
     references: list[Image.Image | None] = []
     output = watermark_raster(data, preflight(data, POLICY), POLICY, references)
     bare = JobPolicy(mode=Mode.RASTER, dpi=72, watermark=WatermarkSpec(text="CONFIDENTIAL", pages="1"))
