@@ -224,7 +224,7 @@ def _layers_before_fork(opened: OpenedPdf, marks: MarkSet, scale: float) -> None
     (copy-on-write) instead of each building its own (~50-100 ms of CPU per layer at 150 DPI: a
     full-page render). Skipped when the layers barely repeat (marks with `{page}`: one per page)."""
     count = len(opened.geometry)
-    keys: dict[tuple[object, ...], None] = {}
+    keys: dict[tuple[PageGeometry, PageMarks, tuple[int, int]], None] = {}
     for index, geo in enumerate(opened.geometry):
         drawn = marks.on_page(index, count)
         if drawn:
@@ -232,8 +232,8 @@ def _layers_before_fork(opened: OpenedPdf, marks: MarkSet, scale: float) -> None
             keys[(geo, drawn, (math.ceil(width * scale), math.ceil(height * scale)))] = None
             if len(keys) > _SHARED_LAYERS:
                 return
-    for geo, drawn, size in keys:  # type: ignore[misc]
-        watermark_layer(geo, drawn, size, scale)
+    for key in keys:
+        watermark_layer(*key, scale)
 
 
 @dataclass(frozen=True)

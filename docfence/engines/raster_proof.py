@@ -69,7 +69,7 @@ def shown_image(page: pikepdf.Dictionary, geo: PageGeometry) -> pikepdf.Stream |
         return None
     name = next(iter(xobjects.keys()))
     try:
-        ops = [(list(operands), str(op)) for operands, op in pikepdf.parse_content_stream(contents)]
+        ops = [(list(item.operands), str(item.operator)) for item in pikepdf.parse_content_stream(contents)]
     except pikepdf.PdfError:
         return None
     if [op for _, op in ops] != ["q", "cm", "Do", "Q"] or ops[2][0] != [pikepdf.Name(name)]:
