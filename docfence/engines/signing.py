@@ -164,9 +164,11 @@ def sign(data: bytes, spec: SigningSpec, key: SigningKey) -> bytes:
     from pyhanko.pdf_utils.misc import PdfError
     from pyhanko.sign import fields, signers
 
+    from docfence.engines.signing_reader import OnDemandXrefReader
+
     signer = key.signer()
     try:
-        writer = IncrementalPdfFileWriter(io.BytesIO(data), strict=False)
+        writer = IncrementalPdfFileWriter.from_reader(OnDemandXrefReader(io.BytesIO(data)))
     except PdfError as exc:
         raise MalformedPdf("the validated output could not be opened for signing") from exc
     if writer.prev.encrypted:
@@ -208,12 +210,13 @@ def prove(data: bytes, spec: SigningSpec, key: SigningKey) -> list[Check]:
     """`signature_valid` (pyHanko: intact, the CMS signature valid, the chain trusted to the PKCS#12's
     CA, no revocation fetching) and `signature_covers_file` (the signed byte range is the whole file:
     nothing was appended after the signature, so the last revision is the signed one)."""
-    from pyhanko.pdf_utils.reader import PdfFileReader
     from pyhanko.sign.validation import validate_pdf_signature
     from pyhanko.sign.validation.status import SignatureCoverageLevel
     from pyhanko_certvalidator import ValidationContext
 
-    reader = PdfFileReader(io.BytesIO(data), strict=False)
+    from docfence.engines.signing_reader import OnDemandXrefReader
+
+    reader = OnDemandXrefReader(io.BytesIO(data))
     signatures = [s for s in reader.embedded_signatures if s.field_name == spec.field_name]
     if len(signatures) != 1:
         found = f"{len(signatures)} signatures named {spec.field_name}"
