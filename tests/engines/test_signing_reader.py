@@ -37,7 +37,16 @@ def _same_answers(data: bytes) -> OnDemandXrefReader:
             assert _lookup(lazy, idnum, generation) == _lookup(full, idnum, generation), (idnum, generation)
     for revision in range(full.xrefs.total_revisions):
         assert lazy.xrefs.get_xref_container_info(revision) == full.xrefs.get_xref_container_info(revision)
+    for idnum in range(1, size):  # every object reads the same (page tree nodes included)
+        ref = generic.Reference(idnum, 0, None)
+        assert _serialised(lazy, ref) == _serialised(full, ref), idnum
     return lazy
+
+
+def _serialised(reader: PdfFileReader, ref: generic.Reference) -> bytes:
+    out = io.BytesIO()
+    reader.get_object(ref).write_to_stream(out)
+    return out.getvalue()
 
 
 def _with_update(data: bytes) -> bytes:
@@ -104,3 +113,25 @@ def test_a_damaged_entry_that_is_looked_up_fails_as_pyhankos_reader_fails(damage
         with pytest.raises(Exception):  # noqa: B017 - pyHanko's own error either way
             obj = reader.get_object(ref)
             assert obj["/Type"] == "/Catalog"
+
+
+@pytest.mark.parametrize("entries", [b"/Count 2 /Kids [3 0 R%c\n4 0 R] /Type /Pages",
+                                     b"/Kids[3 0 R 4 0 R]/Kids[4 0 R]/Type/Pages", b"/Kids [3 0 R 0 0 R]"])
+def test_a_page_tree_node_the_fast_read_does_not_cover_is_read_by_pyhanko(entries: bytes) -> None:
+    """/Kids with a comment, a repeated /Kids key (pyHanko keeps the first) or object number 0 (pyHanko
+    refuses it): the node reads exactly as pyHanko's reader reads it, error included."""
+    data = samples.many_pages(2)
+    pages = PdfFileReader(io.BytesIO(data), strict=False).root.raw_get("/Pages").idnum
+    at = data.index(b"<<", data.index(b"\n%d 0 obj" % pages)) + 2
+    end = data.index(b">>", at)
+    assert len(entries) < end - at
+    changed = data[:at] + b" " + entries.ljust(end - at - 1) + data[end:]
+    ref = generic.Reference(pages, 0, None)
+    answers = []
+    for reader in (PdfFileReader(io.BytesIO(changed), strict=False), OnDemandXrefReader(io.BytesIO(changed))):
+        try:
+            answers.append(_serialised(reader, ref))
+        except Exception as exc:
+            answers.append(type(exc).__name__.encode())
+    assert answers[0] == answers[1]
+    assert answers[0].count(b"0 R") >= 2 or b"Error" in answers[0], answers[0]
