@@ -73,7 +73,8 @@ class OnDemandXrefReader(PdfFileReader):
                      as_metadata_stream: bool = False) -> Any:
         """A plain dictionary whose /Kids is an array of references, read by _read_kids_dict; any other
         object (or an encrypted file) by pyHanko."""
-        if isinstance(marker, int) and not as_metadata_stream and not self.encrypted:
+        # `self.encrypted` would read /Encrypt through this method: the trailer's key says as much
+        if isinstance(marker, int) and not as_metadata_stream and "/Encrypt" not in self.trailer:
             found = _read_kids_dict(self, ref, marker)
             if found is not None:
                 return found
