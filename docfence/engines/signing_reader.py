@@ -14,6 +14,7 @@ is not only references, an encrypted file) goes through pyHanko's own parse.
 
 from __future__ import annotations
 
+import binascii
 import os
 import re
 from typing import Any, BinaryIO
@@ -41,7 +42,10 @@ _WS = rb"[\0\t\n\f\r ]"
 _DICT_OBJECT = re.compile(rb"(\d+)%s+(\d+)%s+obj%s*<<" % (_WS, _WS, _WS))
 _REFS_ARRAY = re.compile(rb"\[((?:%s*\d+%s+\d+%s+R)*)%s*\]" % (_WS, _WS, _WS, _WS))
 _REFS_PREFIX = re.compile(rb"\[[\d\0\t\n\f\r R]*")  # what an unfinished array of references holds
-_REFS_PEEK = 1 << 16
+_HEX_STRING = re.compile(rb"<([0-9A-Fa-f\0\t\n\f\r ]*)>")
+_HEX_PREFIX = re.compile(rb"<[0-9A-Fa-f\0\t\n\f\r ]*")
+_WS_RUN = re.compile(rb"[\0\t\n\f\r ]+")
+_PEEK = 1 << 14
 _REF = re.compile(rb"(\d+)%s+(\d+)%s+R" % (_WS, _WS))
 
 
@@ -71,21 +75,23 @@ class OnDemandXrefReader(PdfFileReader):
 
     def _read_object(self, ref: Any, marker: Any, never_decrypt: bool = False,
                      as_metadata_stream: bool = False) -> Any:
-        """A plain dictionary whose /Kids is an array of references, read by _read_kids_dict; any other
-        object (or an encrypted file) by pyHanko."""
+        """A plain dictionary (not a stream) by _read_dictionary; anything else, or any object of an
+        encrypted file, by pyHanko."""
         # `self.encrypted` would read /Encrypt through this method: the trailer's key says as much
         if isinstance(marker, int) and not as_metadata_stream and "/Encrypt" not in self.trailer:
-            found = _read_kids_dict(self, ref, marker)
+            found = _read_dictionary(self, ref, marker)
             if found is not None:
                 return found
         return super()._read_object(ref, marker, never_decrypt=never_decrypt,
                                     as_metadata_stream=as_metadata_stream)
 
 
-def _read_kids_dict(reader: PdfFileReader, ref: Any, offset: int) -> generic.DictionaryObject | None:
+def _read_dictionary(reader: PdfFileReader, ref: Any, offset: int) -> generic.DictionaryObject | None:
     """The dictionary object at `offset`, its entries read as pyHanko's DictionaryObject.read_from_stream
-    reads them except /Kids, matched as a whole; None (pyHanko reads it) unless the object is a
-    dictionary, not a stream, with a /Kids array of references only."""
+    reads them, except two kinds of value matched whole by a regular expression: a /Kids array of
+    references (a page tree node) and a hexadecimal string (a signature's /Contents, ~10 KB that pyHanko
+    reads two digits at a time). None (pyHanko reads the object from its start) unless the object is a
+    dictionary, not a stream."""
     stream = reader.stream
     stream.seek(offset)
     head = _DICT_OBJECT.match(stream.read(_HEADER_PEEK))
@@ -94,7 +100,6 @@ def _read_kids_dict(reader: PdfFileReader, ref: Any, offset: int) -> generic.Dic
     stream.seek(offset + head.end())
     container = generic.Reference(ref.idnum, ref.generation, reader)
     data: dict[Any, Any] = {}
-    has_kids = False
     while True:
         if generic.read_non_whitespace(stream) == b">":
             stream.read(1)
@@ -102,30 +107,53 @@ def _read_kids_dict(reader: PdfFileReader, ref: Any, offset: int) -> generic.Dic
         stream.seek(-1, os.SEEK_CUR)
         key = generic.NameObject.read_from_stream(stream)
         generic.read_non_whitespace(stream, seek_back=True)
-        value = _read_refs(reader, stream) if key == "/Kids" else None
-        has_kids = has_kids or value is not None
+        value = _read_refs(reader, stream) if key == "/Kids" else _read_hex(stream)
         if value is None:
             value = generic.read_object(stream, container)
+        value.container_ref = container  # as generic.read_object sets it: the object an edit rewrites
         data.setdefault(key, value)  # pyHanko keeps the first of a repeated key too
-    if not has_kids or not stream.read(_HEADER_PEEK).strip(b"\0\t\n\f\r ").startswith(b"endobj"):
-        return None  # a stream, or no /Kids: pyHanko reads it (from the start)
-    return generic.DictionaryObject(data)
+    if not stream.read(_HEADER_PEEK).lstrip(b"\0\t\n\f\r ").startswith(b"endobj"):
+        return None  # a stream: pyHanko reads it
+    result = generic.DictionaryObject(data)
+    result.container_ref = container
+    return result
 
 
 def _read_refs(reader: PdfFileReader, stream: BinaryIO) -> generic.ArrayObject | None:
     """The array of references at the stream's position (then just after it), or None (position kept)."""
     at = stream.tell()
-    chunk = stream.read(_REFS_PEEK)
-    found = _REFS_ARRAY.match(chunk)
-    while found is None and len(chunk) == _REFS_PEEK and _REFS_PREFIX.fullmatch(chunk):
-        chunk += stream.read(_REFS_PEEK)  # a longer array: read on while it still looks like one
-        found = _REFS_ARRAY.match(chunk)
+    found = _match_growing(stream, _REFS_ARRAY, _REFS_PREFIX)
     refs = [(int(i), int(g)) for i, g in _REF.findall(found[1])] if found else []
     if found is None or any(idnum == 0 for idnum, _ in refs):
         stream.seek(at)
         return None
     stream.seek(at + found.end())
     return generic.ArrayObject(generic.IndirectObject(i, g, reader) for i, g in refs)
+
+
+def _read_hex(stream: BinaryIO) -> Any:
+    """The hexadecimal string at the stream's position as pyHanko's read_hex_string_from_stream makes it
+    (whitespace ignored, an odd last digit followed by 0), or None (position kept)."""
+    at = stream.tell()
+    peek = stream.read(2)
+    stream.seek(at)
+    found = _match_growing(stream, _HEX_STRING, _HEX_PREFIX) if peek[:1] == b"<" != peek[1:] else None
+    if found is None:
+        stream.seek(at)
+        return None
+    stream.seek(at + found.end())
+    digits = _WS_RUN.sub(b"", found[1])
+    return generic.pdf_string(binascii.unhexlify(digits + b"0" * (len(digits) % 2)))
+
+
+def _match_growing(stream: BinaryIO, whole: re.Pattern[bytes], prefix: re.Pattern[bytes]) -> Any:
+    """`whole` matched at the stream's position, reading on while what was read is still a `prefix`."""
+    chunk = stream.read(_PEEK)
+    found = whole.match(chunk)
+    while found is None and len(chunk) % _PEEK == 0 and chunk and prefix.fullmatch(chunk):
+        chunk += stream.read(_PEEK)
+        found = whole.match(chunk)
+    return found
 
 
 class _OnDemandXRefBuilder(XRefBuilder):

@@ -44,8 +44,14 @@ def _same_answers(data: bytes) -> OnDemandXrefReader:
 
 
 def _serialised(reader: PdfFileReader, ref: generic.Reference) -> bytes:
+    """The object as written back, with the reference an edit of it or of its values would rewrite."""
+    obj = reader.get_object(ref)
     out = io.BytesIO()
-    reader.get_object(ref).write_to_stream(out)
+    obj.write_to_stream(out)
+    values = obj.values() if isinstance(obj, dict) else ()
+    for owned in (obj, *values):
+        container = owned.container_ref
+        out.write(b" %r" % ((container.idnum, container.generation) if container else None,))
     return out.getvalue()
 
 
