@@ -94,11 +94,21 @@ def _signer_class() -> type:
 
     class _LoadedKeySigner(signers.SimpleSigner):  # type: ignore[misc]
         """pyHanko's SimpleSigner re-parses and re-checks the key on every signature (~30 ms of RSA
-        key validation); this one parses it once, skipping the check the parent made at start-up.
+        key validation); this one parses it once, skipping the check the parent made at start-up, and
+        hands pyHanko its signed attributes already encoded (see signed_attrs).
         PKCS#1 v1.5 RSA and ECDSA (what PKCS#12 files hold in practice) take the fast path; any other
         mechanism goes through pyHanko's own code."""
 
         _pyca_key: Any = None
+
+        async def signed_attrs(self, *args: Any, **kwargs: Any) -> Any:
+            """pyHanko's signed attributes, as a parsed copy of their encoding: asn1crypto re-encodes a
+            SET OF built from values on every dump (~10 ms of CPU for these 225 bytes), and pyHanko dumps
+            them to sign them and again inside the CMS object; a parsed copy dumps the bytes it holds."""
+            from asn1crypto import cms
+
+            built = await super().signed_attrs(*args, **kwargs)
+            return cms.CMSAttributes.load(built.dump())
 
         def sign_raw(self, data: bytes, digest_algorithm: str) -> bytes:
             mechanism = self.get_signature_mechanism_for_digest(digest_algorithm).signature_algo
