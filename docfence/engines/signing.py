@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
 import functools
 import io
 from collections.abc import Awaitable
@@ -232,12 +233,13 @@ def _box(writer: Any, page: int) -> tuple[int, int, int, int]:
             round(y0 + _MARGIN_PT + height))
 
 
-def prove(data: bytes, spec: SigningSpec, key: SigningKey) -> list[Check]:
-    """`signature_valid` (pyHanko: intact, the CMS signature valid, the chain trusted to the PKCS#12's
-    CA, no revocation fetching) and `signature_covers_file` (the signed byte range is the whole file:
-    nothing was appended after the signature, so the last revision is the signed one)."""
+def prove(data: bytes, spec: SigningSpec, key: SigningKey, *, validated: bytes | None = None) -> list[Check]:
+    """`signature_valid` (pyHanko's validation: intact, the CMS signature valid, the chain trusted to
+    the PKCS#12's CA, no revocation fetching) and `signature_covers_file` (the signed byte range is
+    [0, a, b, len - b] with the gap exactly the /Contents string, so nothing was appended after the
+    signature and the last revision is the signed one; and `validated`, when given, is the file's prefix
+    before that gap: the validated bytes are what was signed, unchanged)."""
     from pyhanko.sign.validation import async_validate_pdf_signature
-    from pyhanko.sign.validation.status import SignatureCoverageLevel
     from pyhanko_certvalidator import ValidationContext
 
     from docfence.engines.signing_reader import OnDemandXrefReader
@@ -260,12 +262,30 @@ def prove(data: bytes, spec: SigningSpec, key: SigningKey) -> list[Check]:
         valid.append("the signature does not verify")
     if not status.trusted:
         valid.append("the signer's chain does not lead to the configured CA")
-    covers = [] if status.coverage == SignatureCoverageLevel.ENTIRE_FILE else [
-        f"the signature covers {status.coverage.name.lower().replace('_', ' ')}, not the whole file"]
     signer = status.signing_cert.subject.human_friendly if status.signing_cert else ""
     return [check("signature_valid", valid, validator="pyHanko", signer=signer, visible=spec.visible,
                   subfilter="ETSI.CAdES.detached"),
-            check("signature_covers_file", covers, method="signed byte range against the file length")]
+            check("signature_covers_file", _coverage(data, signatures[0], status, validated),
+                  method="pyHanko's coverage level; the byte range, its gap and the validated prefix")]
+
+
+def _coverage(data: bytes, signature: Any, status: Any, validated: bytes | None) -> list[str]:
+    """What keeps the signed byte range from being the whole file but the signature's own /Contents.
+    pyHanko's ENTIRE_FILE compares lengths only; the gap's place and bytes are checked here too."""
+    from pyhanko.sign.validation.status import SignatureCoverageLevel
+
+    failures = [] if status.coverage == SignatureCoverageLevel.ENTIRE_FILE else [
+        f"the signature covers {status.coverage.name.lower().replace('_', ' ')}, not the whole file"]
+    ranges = [int(n) for n in signature.byte_range]
+    if len(ranges) != 4 or ranges[0] != 0 or ranges[2] + ranges[3] != len(data) or ranges[1] > ranges[2]:
+        return [*failures, f"the byte range {ranges} is not [0, a, b, {len(data)} - b]"]
+    gap = data[ranges[1]:ranges[2]]
+    contents = signature.pkcs7_content  # the string's bytes as stored, padding included
+    if gap.lower() != b"<" + binascii.hexlify(contents) + b">":
+        failures.append("the byte range's gap is not exactly the signature's /Contents string")
+    if validated is not None and (ranges[1] < len(validated) or not data.startswith(validated)):
+        failures.append("the validated bytes are not the signed file's prefix before the signature")
+    return failures
 
 
 __all__ = ["SigningKey", "load_key", "prove", "sign"]
