@@ -68,6 +68,30 @@ def test_signed_output_validates_with_pyhanko_and_pdfsig(marked: bytes, key: sig
     assert (width > 0) is visible
 
 
+def test_the_parents_signed_attributes_are_pyhankos_own(key: signing.SigningKey) -> None:
+    """The encoding the parent makes once, with a document's digest filled in, is byte for byte what
+    pyHanko builds for that digest (a pyHanko upgrade that changes its attributes fails here)."""
+    import asyncio
+    import hashlib
+
+    from pyhanko.sign.signers.pdf_cms import PdfCMSSignedAttributes, Signer
+
+    assert key.signed_attrs_der  # shipped to the render process with the key
+    signer = key.signer()
+    digest = hashlib.sha256(b"a document").digest()
+    settings = PdfCMSSignedAttributes()
+    loop = asyncio.new_event_loop()
+    try:
+        filled = loop.run_until_complete(signer.signed_attrs(digest, "sha256", settings, use_pades=True))
+        built = loop.run_until_complete(
+            Signer.signed_attrs(signer, digest, "sha256", settings, use_pades=True))
+        other = loop.run_until_complete(signer.signed_attrs(digest, "sha256", settings, use_pades=False))
+    finally:
+        loop.close()
+    assert filled.dump() == built.dump()
+    assert other.dump() != filled.dump()  # another request is pyHanko's to build
+
+
 def test_a_visible_signature_on_the_last_page(marked: bytes, key: signing.SigningKey) -> None:
     spec = SigningSpec(visible=True, page="last")
     signed = signing.sign(marked, spec, key)
