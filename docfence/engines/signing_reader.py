@@ -1,16 +1,13 @@
-"""A pyHanko PdfFileReader that reads a classic cross-reference table's entries when they are looked up,
-instead of parsing every entry when the file is opened, and reads a page tree node's /Kids (an array of
-references) with one regular expression: signing and its proof read a handful of objects (the catalog,
-the first page, the form, the signature), so their cost no longer grows with the object or page count.
+"""A pyHanko PdfFileReader for signing and its proof, whose cost does not grow with the document: it reads
+a classic cross-reference entry when its object is looked up, and a page tree node's /Kids and a hex
+string (a signature's /Contents) with one regular expression each; everything else is pyHanko's."""
 
-Why not pyHanko's reader: it parses every entry in pure Python (~3 us each: 45 ms for the 14,000 objects
-of a dense 2,000-page output, twice per signed job). Why not qpdf: opening the same file with pikepdf
-costs ~40 ms, as much as the parse it would replace. pyHanko's tokenizer reads a flat page tree's
-/Kids byte by byte (~25 us per reference: 2,000 pages, ~50 ms). Only those two reads are ours; pyHanko
-still reads the sections, trailers and every other value, and anything irregular (an entry not in the
-fixed 20-byte form of ISO 32000-1 7.5.4, a hybrid /XRefStm, strict mode, an xref stream, a /Kids that
-is not only references, an encrypted file) goes through pyHanko's own parse.
-"""
+# Why: pyHanko parses every cross-reference entry, every reference of a /Kids array and every pair of hex
+# digits in pure Python: ~45 ms per opening of a dense 2,000-page output (14,000 objects), ~50 ms for its
+# flat /Kids (loaded machine), and signing opens the file twice. Why not qpdf: pikepdf opens the same file
+# in ~40 ms, as much as the parse it would replace. Anything irregular (an entry not in the fixed 20-byte
+# form of ISO 32000-1 7.5.4, a hybrid /XRefStm, strict mode, an xref stream, a /Kids that is not only
+# references, a stream object, an encrypted file, anything our reading trips on) goes through pyHanko.
 
 from __future__ import annotations
 
@@ -79,7 +76,10 @@ class OnDemandXrefReader(PdfFileReader):
         encrypted file, by pyHanko."""
         # `self.encrypted` would read /Encrypt through this method: the trailer's key says as much
         if isinstance(marker, int) and not as_metadata_stream and "/Encrypt" not in self.trailer:
-            found = _read_dictionary(self, ref, marker)
+            try:
+                found = _read_dictionary(self, ref, marker)
+            except Exception:  # this path decides no error: pyHanko's own reading raises its own
+                found = None
             if found is not None:
                 return found
         return super()._read_object(ref, marker, never_decrypt=never_decrypt,
