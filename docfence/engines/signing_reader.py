@@ -20,6 +20,7 @@ from pyhanko.pdf_utils import generic
 from pyhanko.pdf_utils.decode_limits import DecodeContext, DecodeLimits
 from pyhanko.pdf_utils.reader import PdfFileReader, _read_header_version, process_data_at_eof
 from pyhanko.pdf_utils.xref import (
+    ObjStreamRef,
     XRefBuilder,
     XRefCache,
     XRefSection,
@@ -27,6 +28,7 @@ from pyhanko.pdf_utils.xref import (
     XRefSectionMetaInfo,
     XRefSectionType,
     _prev,
+    parse_xref_stream,
     parse_xref_table,
 )
 
@@ -157,8 +159,25 @@ def _match_growing(stream: BinaryIO, whole: re.Pattern[bytes], prefix: re.Patter
 
 
 class _OnDemandXRefBuilder(XRefBuilder):
-    """pyHanko's section walk (startxref, /Prev chain, xref streams, error correction) unchanged; a
-    classic table of regular layout becomes an _OnDemandTable instead of being parsed entry by entry."""
+    """pyHanko's section walk (startxref, /Prev chain, error correction) unchanged; a classic table of
+    regular layout becomes an _OnDemandTable, an xref stream an _OnDemandStream, instead of being parsed
+    entry by entry."""
+
+    def _read_xref_stream(self, declared_startxref: int) -> Any:
+        stream = self.stream
+        start = stream.tell()
+        ref, xref_stream = self._read_xref_stream_object()
+        section = None if self.strict else _OnDemandStream.of(xref_stream)
+        if section is None:
+            stream.seek(start)
+            return super()._read_xref_stream(declared_startxref)
+        size = int(xref_stream.raw_get("/Size"))
+        meta = XRefSectionMetaInfo(xref_section_type=XRefSectionType.STREAM, size=size,
+                                   declared_startxref=declared_startxref, start_location=start,
+                                   end_location=stream.tell(), stream_ref=ref)
+        self.sections.append(XRefSection(meta, section))
+        self.trailer.add_trailer_revision(xref_stream)
+        return _prev(xref_stream)
 
     def _read_xref_table(self, declared_startxref: int) -> Any:
         stream = self.stream
@@ -206,58 +225,129 @@ def _subsections(stream: BinaryIO, at: int) -> tuple[list[tuple[int, int, int]],
         at = entries + count * _ENTRY_BYTES
 
 
-class _OnDemandTable(XRefSectionData):
-    """One classic table's entries, each read when an object is looked up (the lookup pyHanko's
-    XRefSectionData.try_resolve makes, same answers). Any other use of the section (its sets of
-    explicit, freed or stream refs, for difference analysis) parses the whole table with pyHanko's
+class _OnDemandSection(XRefSectionData):
+    """One section's entries, each read when an object is looked up, with the answers pyHanko's
+    XRefSectionData.try_resolve gives over pyHanko's parse. Any other use of the section (its sets of
+    explicit, freed or stream refs, for difference analysis) parses the whole section with pyHanko's
     parser first, so those answers are pyHanko's own."""
 
     _FULL = frozenset({"freed", "standard_xrefs", "xrefs_in_objstm", "explicit_refs_in_revision",
                        "obj_streams_used", "hybrid"})
 
-    def __init__(self, stream: BinaryIO, start: int, subsections: list[tuple[int, int, int]]) -> None:
+    def __init__(self) -> None:
         # XRefSectionData.__init__ is not called: the attributes it sets are made by _parse_all
-        self._stream, self._start, self._subsections = stream, start, subsections
         self._parsed = False
 
     def __getattr__(self, name: str) -> Any:
-        if name in _OnDemandTable._FULL and not self.__dict__.get("_parsed", True):
+        if name in _OnDemandSection._FULL and not self.__dict__.get("_parsed", True):
             self._parse_all()
             return getattr(self, name)
         raise AttributeError(name)
 
     def _parse_all(self) -> None:
         XRefSectionData.__init__(self)
-        self._stream.seek(self._start)
-        self.process_entries(parse_xref_table(self._stream, strict=False), strict=False)
+        self.process_entries(self._all_entries(), strict=False)
         self._parsed = True
 
+    def _all_entries(self) -> Any:
+        raise NotImplementedError
+
+    def _entry(self, idnum: int) -> tuple[str, Any, int] | None:
+        """(kind "n", "f" or "o", location, generation) of `idnum`'s entry; None when the section has
+        none, or when an irregular entry sent it through pyHanko's parser (`_parsed` turns true)."""
+        raise NotImplementedError
+
     def try_resolve(self, ref: Any) -> Any:
-        entry = None if self._parsed else self._entry(ref.idnum)
+        entry = None if self._parsed or ref.idnum == 0 else self._entry(ref.idnum)
         if self._parsed:  # parsed for another use, or _entry met an irregular entry
             return super().try_resolve(ref)
-        if entry is None:  # not in this section (or object 0, which pyHanko skips as well)
+        if entry is None:  # not in this section (pyHanko skips object 0 as well)
             raise KeyError(ref)
-        offset, generation, in_use = entry
-        if in_use:
-            if generation == ref.generation:
-                return offset
-            raise KeyError(ref)
-        if ref.generation == generation - 1:  # a free entry names the next generation
+        kind, location, generation = entry
+        if kind == "o" and ref.generation == 0:
+            return location
+        if kind == "n" and generation == ref.generation:
+            return location
+        if kind == "f" and ref.generation == generation - 1:  # a free entry names the next generation
             return None
         raise KeyError(ref)
 
-    def _entry(self, idnum: int) -> tuple[int, int, bool] | None:
-        """(offset, generation, in use) of `idnum`'s entry, None when the table has none; an entry
-        not in the 20-byte form sends the whole table through pyHanko's parser (`_parsed` turns true)."""
+
+class _OnDemandTable(_OnDemandSection):
+    """A classic table's entries, each read from its 20-byte line."""
+
+    def __init__(self, stream: BinaryIO, start: int, subsections: list[tuple[int, int, int]]) -> None:
+        super().__init__()
+        self._stream, self._start, self._subsections = stream, start, subsections
+
+    def _all_entries(self) -> Any:
+        self._stream.seek(self._start)
+        return parse_xref_table(self._stream, strict=False)
+
+    def _entry(self, idnum: int) -> tuple[str, Any, int] | None:
         for first, count, entries in self._subsections:
-            if idnum != 0 and first <= idnum < first + count:
+            if first <= idnum < first + count:
                 self._stream.seek(entries + (idnum - first) * _ENTRY_BYTES)
                 match = _ENTRY.fullmatch(self._stream.read(_ENTRY_BYTES))
                 if match is None or int(match[2]) > 0xFFFF:
                     self._parse_all()
                     return None
-                return int(match[1]), int(match[2]), match[3] == b"n"
+                return match[3].decode(), int(match[1]), int(match[2])
+        return None
+
+
+class _OnDemandStream(_OnDemandSection):
+    """An xref stream's entries, each read from its row of the decoded data. pyHanko decodes the stream
+    (zlib, then the PNG predictor in Python: ~40 % of its full parse) at the first lookup, so a proof,
+    whose objects all sit in the signature's own update, never decodes the document's older sections."""
+
+    def __init__(self, xref_stream: Any, widths: list[int], index: list[int]) -> None:
+        super().__init__()
+        self._xref_stream, self._widths, self._index = xref_stream, widths, index
+        self._data: bytes | None = None
+
+    @classmethod
+    def of(cls, xref_stream: Any) -> _OnDemandStream | None:
+        """None (pyHanko parses it) unless /W holds three widths and /Index increasing pairs."""
+        widths = [int(w) for w in xref_stream.get("/W", ())]
+        index = [int(n) for n in xref_stream.get("/Index", [0, xref_stream.get("/Size")])]
+        starts, counts = index[::2], index[1::2]
+        if len(widths) != 3 or min(widths) < 0 or len(index) % 2 or min(counts, default=0) < 0:
+            return None
+        if any(later < start + count
+               for start, count, later in zip(starts, counts, starts[1:], strict=False)):
+            return None
+        return cls(xref_stream, widths, index)
+
+    def _all_entries(self) -> Any:
+        return parse_xref_stream(self._xref_stream, strict=False)
+
+    def _rows(self) -> bytes:
+        if self._data is None:
+            from pyhanko.pdf_utils.decode_limits import DecodePurpose
+            from pyhanko.pdf_utils.xref import _expected_xref_stream_size
+
+            expected = _expected_xref_stream_size(self._index, self._widths)
+            self._data = bytes(self._xref_stream.read_data(DecodePurpose.XREF_STREAM, expected_size=expected))
+        return self._data
+
+    def _entry(self, idnum: int) -> tuple[str, Any, int] | None:
+        row = 0
+        for first, count in zip(self._index[::2], self._index[1::2], strict=True):
+            if first <= idnum < first + count:
+                data, at = self._rows(), (row + idnum - first) * sum(self._widths)
+                fields = []
+                for width, default in zip(self._widths, (1, 0, 0), strict=True):  # ISO 32000-1 table 17:
+                    value = data[at:at + width]  # a zero width (or a short last row) means the default
+                    fields.append(int.from_bytes(value, "big") if width and len(value) == width else default)
+                    at += width
+                kind, second, third = fields
+                if kind == 1:
+                    return ("n", second, third) if third <= 0xFFFF else None  # pyHanko skips those
+                if kind == 2:
+                    return "o", ObjStreamRef(second, third), 0
+                return ("f", None, third) if kind == 0 and third <= 0xFFFF else None  # else: ignored
+            row += count
         return None
 
 

@@ -92,6 +92,18 @@ def test_the_parents_signed_attributes_are_pyhankos_own(key: signing.SigningKey)
     assert other.dump() != filled.dump()  # another request is pyHanko's to build
 
 
+def test_an_output_with_object_streams_signs_and_proves(key: signing.SigningKey, tmp_path: Path) -> None:
+    """An output kept with object streams (an xref stream, read on demand like a classic table)."""
+    buf = io.BytesIO()
+    with pikepdf.open(io.BytesIO(engines.process(samples.many_pages(5), JobPolicy()).output)) as pdf:
+        pdf.save(buf, object_stream_mode=pikepdf.ObjectStreamMode.generate)
+    data, spec = buf.getvalue(), SigningSpec(visible=True)
+    signed = signing.sign(data, spec, key)
+    assert signed.startswith(data)
+    assert failed(signing.prove(signed, spec, key, validated=data)) == set()
+    assert "Total document signed" in pdfsig(signed, tmp_path)
+
+
 def test_a_visible_signature_on_the_last_page(marked: bytes, key: signing.SigningKey) -> None:
     spec = SigningSpec(visible=True, page="last")
     signed = signing.sign(marked, spec, key)

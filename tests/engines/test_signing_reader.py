@@ -1,7 +1,8 @@
 """The on-demand cross-reference reader signing uses: it must answer every lookup exactly as pyHanko's
 own reader does (same offsets, same misses, same trailer), on a plain table, on a file with incremental
-updates, and on tables it does not read itself (irregular entries, xref streams), and it must hold the
-same state as pyHanko's PdfFileReader so pyHanko's signer and validator can use it in its place."""
+updates, on xref streams, and on sections it does not read itself (irregular entries or layout), and
+it must hold the same state as pyHanko's PdfFileReader so pyHanko's signer and validator can use it in
+its place."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
 from pyhanko.pdf_utils.reader import PdfFileReader
 
 from docfence.engines import samples
-from docfence.engines.signing_reader import OnDemandXrefReader, _OnDemandTable
+from docfence.engines.signing_reader import OnDemandXrefReader, _OnDemandStream, _OnDemandTable
 
 
 def _lookup(reader: PdfFileReader, idnum: int, generation: int) -> object:
@@ -91,12 +92,37 @@ def test_an_irregular_entry_goes_through_pyhankos_parser() -> None:
     assert not isinstance(lazy.xrefs.get_xref_data(0), _OnDemandTable)
 
 
-def test_an_xref_stream_goes_through_pyhankos_parser() -> None:
+def _with_object_streams(data: bytes) -> bytes:
     buf = io.BytesIO()
-    with pikepdf.open(io.BytesIO(samples.many_pages(3))) as pdf:
+    with pikepdf.open(io.BytesIO(data)) as pdf:
         pdf.save(buf, object_stream_mode=pikepdf.ObjectStreamMode.generate)
-    lazy = _same_answers(buf.getvalue())
-    assert lazy.has_xref_stream and not isinstance(lazy.xrefs.get_xref_data(0), _OnDemandTable)
+    return buf.getvalue()
+
+
+def test_an_xref_stream_is_read_on_demand_with_pyhankos_answers() -> None:
+    """Objects in object streams and out of them, free entries, and an update after it (a second
+    stream section with /Prev)."""
+    data = _with_object_streams(samples.many_pages(20))
+    lazy = _same_answers(data)
+    assert lazy.has_xref_stream and isinstance(lazy.xrefs.get_xref_data(0), _OnDemandStream)
+    assert not lazy.xrefs.get_xref_data(0)._parsed
+    updated = _same_answers(_with_update(data))
+    assert updated.xrefs.total_revisions == 2 and updated.root["/Lang"] == "en"
+
+
+def test_an_xref_stream_of_unusual_layout_goes_through_pyhankos_parser() -> None:
+    """/W with four widths: not the three fields ISO 32000-1 defines, so pyHanko decides."""
+    data = _with_object_streams(samples.many_pages(2))
+    at = data.rindex(b"/W [")
+    end = data.index(b"]", at)
+    assert data[at:end] == b"/W [ 1 2 1 "  # qpdf's widths for this size
+    changed = data[:at] + b"/W [1 2 1 0" + data[end:]
+    assert len(changed) == len(data)
+    full = PdfFileReader(io.BytesIO(changed), strict=False)
+    lazy = OnDemandXrefReader(io.BytesIO(changed))
+    assert not isinstance(lazy.xrefs.get_xref_data(0), _OnDemandStream)
+    for idnum in range(1, int(full.trailer["/Size"])):
+        assert _lookup(lazy, idnum, 0) == _lookup(full, idnum, 0)
 
 
 @pytest.mark.parametrize("damage", ["free", "another object"])
