@@ -18,8 +18,9 @@ import pytest
 from docfence import engines
 from docfence.core.errors import ConfigError, SigningRefused, ValidationFailed
 from docfence.core.policy import JobPolicy, SigningSpec, VerificationSpec
-from docfence.engines import samples, signing
+from docfence.engines import signing
 from docfence.engines.issue import issue, sign_validated
+from docfence.samples import pdfs
 from docfence.testing.signing_ca import ThrowawayCa, make_test_ca, write_test_ca
 
 URL = "https://verify.example.org/v1/verify/01JABCDEFGHJKMNPQRSTVWXYZ0?c=ABCDEFGHJKMNPQRS"
@@ -38,7 +39,7 @@ def key(ca: ThrowawayCa) -> signing.SigningKey:
 
 @pytest.fixture(scope="module")
 def marked() -> bytes:
-    return engines.process(samples.many_pages(3), JobPolicy()).output
+    return engines.watermark_document(pdfs.many_pages(3), JobPolicy()).output
 
 
 def failed(checks: list[dict[str, object]]) -> set[str]:
@@ -95,7 +96,7 @@ def test_the_parents_signed_attributes_are_pyhankos_own(key: signing.SigningKey)
 def test_an_output_with_object_streams_signs_and_proves(key: signing.SigningKey, tmp_path: Path) -> None:
     """An output kept with object streams (an xref stream, read on demand like a classic table)."""
     buf = io.BytesIO()
-    with pikepdf.open(io.BytesIO(engines.process(samples.many_pages(5), JobPolicy()).output)) as pdf:
+    with pikepdf.open(io.BytesIO(engines.watermark_document(pdfs.many_pages(5), JobPolicy()).output)) as pdf:
         pdf.save(buf, object_stream_mode=pikepdf.ObjectStreamMode.generate)
     data, spec = buf.getvalue(), SigningSpec(visible=True)
     signed = signing.sign(data, spec, key)
@@ -115,7 +116,7 @@ def test_a_visible_signature_on_the_last_page(marked: bytes, key: signing.Signin
 
 def test_code_then_signature_in_one_pipeline(key: signing.SigningKey, tmp_path: Path) -> None:
     policy = JobPolicy(verification=VerificationSpec(url=URL), signing=SigningSpec(visible=True))
-    result = engines.process(samples.many_pages(2), policy)
+    result = engines.watermark_document(pdfs.many_pages(2), policy)
     coded = issue(result.output, result.validation, policy)  # in the render process
     output, report = sign_validated(coded, policy, key)  # in a process of its own, after validation
     assert [c["name"] for c in result.validation["checks"]][-2:] == ["verification_code_structure",
@@ -207,7 +208,7 @@ def test_validated_bytes_that_are_not_the_prefix_fail_coverage(marked: bytes,
 def test_a_changed_cross_reference_entry_signing_never_reads_fails(key: signing.SigningKey) -> None:
     """The proof reads the base table's entries on demand, so it never reads the last object's entry:
     a change there is still a change inside the signed range."""
-    marked = engines.process(samples.many_pages(20), JobPolicy()).output
+    marked = engines.watermark_document(pdfs.many_pages(20), JobPolicy()).output
     spec = SigningSpec()
     signed = signing.sign(marked, spec, key)
     table = marked.rindex(b"\nxref\n")
@@ -224,10 +225,10 @@ def test_the_control_passes(marked: bytes, key: signing.SigningKey) -> None:
 
 def test_an_encrypted_output_is_refused(key: signing.SigningKey) -> None:
     buf = io.BytesIO()
-    with pikepdf.open(io.BytesIO(samples.many_pages(1))) as pdf:
+    with pikepdf.open(io.BytesIO(pdfs.many_pages(1))) as pdf:
         pdf.save(buf, encryption=pikepdf.Encryption(owner="o-secret", user="u-secret", R=6))
     policy = JobPolicy(signing=SigningSpec(), owner_password_policy="keep")
-    result = engines.process(buf.getvalue(), policy, password="u-secret")
+    result = engines.watermark_document(buf.getvalue(), policy, password="u-secret")
     with pytest.raises(SigningRefused) as caught:
         sign_validated(result.output, policy, key)
     assert caught.value.code == "signing_refused"

@@ -14,8 +14,8 @@ from pyhanko.pdf_utils import generic
 from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
 from pyhanko.pdf_utils.reader import PdfFileReader
 
-from docfence.engines import samples
 from docfence.engines.signing_reader import OnDemandXrefReader, _OnDemandStream, _OnDemandTable
+from docfence.samples import pdfs
 
 
 def _lookup(reader: PdfFileReader, idnum: int, generation: int) -> object:
@@ -67,13 +67,13 @@ def _with_update(data: bytes) -> bytes:
 
 
 def test_a_plain_table_is_read_on_demand_with_pyhankos_answers() -> None:
-    lazy = _same_answers(samples.many_pages(20))
+    lazy = _same_answers(pdfs.many_pages(20))
     data = lazy.xrefs.get_xref_data(0)
     assert isinstance(data, _OnDemandTable) and not data._parsed  # no entry parsed up front
 
 
 def test_an_incremental_update_keeps_both_sections_and_their_answers() -> None:
-    lazy = _same_answers(_with_update(samples.many_pages(3)))
+    lazy = _same_answers(_with_update(pdfs.many_pages(3)))
     assert lazy.xrefs.total_revisions == 2
     assert lazy.root["/Lang"] == "en"
     assert lazy.xrefs.explicit_refs_in_revision(1)  # a whole-section question: pyHanko's parse answers
@@ -82,7 +82,7 @@ def test_an_incremental_update_keeps_both_sections_and_their_answers() -> None:
 def test_an_irregular_entry_goes_through_pyhankos_parser() -> None:
     """A 19-byte entry (single-character end of line) breaks the fixed layout: the table is not read on
     demand, and the answers are still pyHanko's."""
-    data = samples.many_pages(2)
+    data = pdfs.many_pages(2)
     start = data.rindex(b"\nxref\n") + 1
     table, rest = data[start:].split(b"trailer", 1)
     entries = table.split(b"\n")
@@ -102,7 +102,7 @@ def _with_object_streams(data: bytes) -> bytes:
 def test_an_xref_stream_is_read_on_demand_with_pyhankos_answers() -> None:
     """Objects in object streams and out of them, free entries, and an update after it (a second
     stream section with /Prev)."""
-    data = _with_object_streams(samples.many_pages(20))
+    data = _with_object_streams(pdfs.many_pages(20))
     lazy = _same_answers(data)
     assert lazy.has_xref_stream and isinstance(lazy.xrefs.get_xref_data(0), _OnDemandStream)
     assert not lazy.xrefs.get_xref_data(0)._parsed
@@ -112,7 +112,7 @@ def test_an_xref_stream_is_read_on_demand_with_pyhankos_answers() -> None:
 
 def test_an_xref_stream_of_unusual_layout_goes_through_pyhankos_parser() -> None:
     """/W with four widths: not the three fields ISO 32000-1 defines, so pyHanko decides."""
-    data = _with_object_streams(samples.many_pages(2))
+    data = _with_object_streams(pdfs.many_pages(2))
     at = data.rindex(b"/W [")
     end = data.index(b"]", at)
     assert data[at:end] == b"/W [ 1 2 1 "  # qpdf's widths for this size
@@ -129,7 +129,7 @@ def test_an_xref_stream_of_unusual_layout_goes_through_pyhankos_parser() -> None
 def test_a_damaged_entry_that_is_looked_up_fails_as_pyhankos_reader_fails(damage: str) -> None:
     """The catalog's entry marked free, or pointing at another object: reading the catalog fails for
     both readers (the lookup does not repair or guess)."""
-    data = samples.many_pages(2)
+    data = pdfs.many_pages(2)
     start = data.rindex(b"\nxref\n") + 1
     root = int(PdfFileReader(io.BytesIO(data), strict=False).trailer.raw_get("/Root").idnum)
     header_end = data.index(b"\n", data.index(b"\n", start) + 1) + 1  # after 'xref' and '0 N'
@@ -152,7 +152,7 @@ def test_a_damaged_entry_that_is_looked_up_fails_as_pyhankos_reader_fails(damage
 def test_a_page_tree_node_the_fast_read_does_not_cover_is_read_by_pyhanko(entries: bytes) -> None:
     """/Kids with a comment, a repeated /Kids key (pyHanko keeps the first) or object number 0 (pyHanko
     refuses it): the node reads exactly as pyHanko's reader reads it, error included."""
-    data = samples.many_pages(2)
+    data = pdfs.many_pages(2)
     pages = PdfFileReader(io.BytesIO(data), strict=False).root.raw_get("/Pages").idnum
     at = data.index(b"<<", data.index(b"\n%d 0 obj" % pages)) + 2
     end = data.index(b">>", at)
