@@ -30,7 +30,8 @@ from docfence import engines
 from docfence.benchmarks.dense import dense_pdf
 from docfence.core.clock import monotonic
 from docfence.core.policy import JobPolicy, SigningSpec, VerificationSpec
-from docfence.engines import samples, signing, verify_code
+from docfence.engines import signing, verify_code
+from docfence.samples import pdfs
 from docfence.testing.signing_ca import make_test_ca
 
 URL = "https://verify.example.org/v1/verify/01JABCDEFGHJKMNPQRSTVWXYZ0?c=ABCDEFGHJKMNPQRS"
@@ -53,7 +54,7 @@ def summary(times: list[float]) -> dict[str, float]:
 
 
 def measure(name: str, data: bytes, key: signing.SigningKey, repeat: int) -> dict[str, Any]:
-    marked = engines.process(data, JobPolicy()).output
+    marked = engines.watermark_document(data, JobPolicy()).output
     out: dict[str, Any] = {"document": name, "bytes": len(marked)}
     for visible in (False, True):
         spec = SigningSpec(visible=visible)
@@ -87,7 +88,7 @@ def through_sandbox(key: signing.SigningKey, p12: str, password: str, repeat: in
         config = folder / "docfence.toml"
         config.write_text(f'[signing]\npkcs12 = "{p12}"\n[classes.signed.signing]\n')
         os.environ["DOCFENCE_CONFIG"], os.environ["DOCFENCE_SIGNING_PKCS12_PASSWORD"] = str(config), password
-        (folder / "in.pdf").write_bytes(engines.process(samples.many_pages(1), JobPolicy()).output)
+        (folder / "in.pdf").write_bytes(engines.watermark_document(pdfs.many_pages(1), JobPolicy()).output)
         policy = JobPolicy(signing=SigningSpec())
         task = Task("sign", folder / "in.pdf", folder / "out.pdf", policy, signing=key.to_request())
         with Sandbox("sign") as sandbox:
@@ -113,9 +114,9 @@ def main() -> int:
     opened = signing.SigningKey.from_pkcs12(made.pkcs12, made.password)
     key = signing.SigningKey.from_request(opened.to_request())  # as a render process receives it
     assert key is not None
-    warm = engines.process(samples.many_pages(1), JobPolicy()).output
+    warm = engines.watermark_document(pdfs.many_pages(1), JobPolicy()).output
     signing.sign(warm, SigningSpec(), key)  # imports, as the warm zygote has them
-    documents = [("1 page", samples.many_pages(1)), ("20 pages", samples.many_pages(20))]
+    documents = [("1 page", pdfs.many_pages(1)), ("20 pages", pdfs.many_pages(20))]
     if not args.quick:
         documents.append(("dense 2,000 pages", dense_pdf(2000)))
     results = [measure(name, data, key, args.repeat if "2,000" not in name else max(3, args.repeat // 5))

@@ -19,10 +19,10 @@ from PIL import Image, ImageChops, ImageStat
 from docfence.core.errors import ConfigError, CorruptContent, RenderCrashed
 from docfence.core.policy import JobPolicy
 from docfence.engines.geometry import PageGeometry
+from docfence.engines.mark_pixels import PageMarks, composite, watermark_layer
 from docfence.engines.marks import MarkSet
 from docfence.engines.parallel import run_parallel, split, usable_cores
 from docfence.engines.preflight import OpenedPdf
-from docfence.engines.wm_layer import PageMarks, composite, watermark_layer
 
 _IN_FLIGHT = 6
 _PALETTE_COLOURS = 16

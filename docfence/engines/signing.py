@@ -128,7 +128,7 @@ def warm_up() -> None:
 
     from docfence.core.clock import SystemClock
     from docfence.core.policy import SigningSpec
-    from docfence.engines.samples import many_pages
+    from docfence.samples.pdfs import many_pages
 
     now = SystemClock().now()
     private = rsa.generate_private_key(public_exponent=65537, key_size=2048)

@@ -26,6 +26,7 @@ from docfence.core.policy import SanitizePolicy, WatermarkSpec
 from docfence.engines import page_checks
 from docfence.engines import page_facts as facts
 from docfence.engines.geometry import PageGeometry, page_geometry
+from docfence.engines.mark_pixels import coverage_mask
 from docfence.engines.marks import MarkSet
 from docfence.engines.parallel import run_parallel, split, usable_cores
 from docfence.engines.pixel_proof import (
@@ -39,7 +40,6 @@ from docfence.engines.pixel_proof import (
 )
 from docfence.engines.sanitize_residue import residue_check
 from docfence.engines.second_reader import SecondReader
-from docfence.engines.wm_layer import coverage_mask
 
 Check = dict[str, Any]
 _MAX_DETAILS = 10

@@ -270,25 +270,25 @@ def _warm_marks(*, default_only: bool) -> None:
     still works, it builds its own."""
     from docfence import engines
     from docfence.config import load_settings
-    from docfence.engines import samples
+    from docfence.samples import pdfs
 
     with contextlib.suppress(Exception):  # only a cache: a bad configuration fails in its own jobs
         settings = load_settings()
         names = [settings.default_class] if default_only else list(settings.all_classes())
         for name in names:
             policy = settings.policy_for(name)
-            for size in (samples.LETTER, samples.A4):
+            for size in (pdfs.LETTER, pdfs.A4):
                 with contextlib.suppress(Exception):
-                    engines.process(samples.many_pages(1, size), policy)
+                    engines.watermark_document(pdfs.many_pages(1, size), policy)
 
 
 def _sample(mode: str) -> None:
     from docfence import engines
     from docfence.core.policy import JobPolicy
-    from docfence.engines import samples
+    from docfence.samples import pdfs
 
     with contextlib.suppress(Exception):  # a broken engine shows up in the first real job, coded
-        engines.process(samples.links(), JobPolicy(mode=Mode(mode), dpi=72))
+        engines.watermark_document(pdfs.links(), JobPolicy(mode=Mode(mode), dpi=72))
 
 
 def _import_issue_stages() -> None:
@@ -315,7 +315,7 @@ def _warm_sign() -> None:
 
 
 def _import_reports() -> None:
-    import docfence.engines.report_job  # noqa: F401  (weasyprint: the slowest import by far)
+    import docfence.sandbox.report_job  # noqa: F401  (weasyprint: the slowest import by far)
 
 
 def _freeze() -> None:

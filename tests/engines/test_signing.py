@@ -15,8 +15,9 @@ import pytest
 from docfence import engines
 from docfence.core.errors import ConfigError, SigningRefused, ValidationFailed
 from docfence.core.policy import JobPolicy, SigningSpec, VerificationSpec
-from docfence.engines import samples, signing
+from docfence.engines import signing
 from docfence.engines.issue import issue, sign_validated
+from docfence.samples import pdfs
 from docfence.testing.signing_ca import ThrowawayCa, make_test_ca, write_test_ca
 
 URL = "https://verify.example.org/v1/verify/01JABCDEFGHJKMNPQRSTVWXYZ0?c=ABCDEFGHJKMNPQRS"
@@ -35,7 +36,7 @@ def key(ca: ThrowawayCa) -> signing.SigningKey:
 
 @pytest.fixture(scope="module")
 def marked() -> bytes:
-    return engines.process(samples.many_pages(3), JobPolicy()).output
+    return engines.watermark_document(pdfs.many_pages(3), JobPolicy()).output
 
 
 def failed(checks: list[dict[str, object]]) -> set[str]:
@@ -76,7 +77,7 @@ def test_a_visible_signature_on_the_last_page(marked: bytes, key: signing.Signin
 
 def test_code_then_signature_in_one_pipeline(key: signing.SigningKey, tmp_path: Path) -> None:
     policy = JobPolicy(verification=VerificationSpec(url=URL), signing=SigningSpec(visible=True))
-    result = engines.process(samples.many_pages(2), policy)
+    result = engines.watermark_document(pdfs.many_pages(2), policy)
     coded = issue(result.output, result.validation, policy)  # in the render process
     output, report = sign_validated(coded, policy, key)  # in a process of its own, after validation
     assert [c["name"] for c in result.validation["checks"]][-2:] == ["verification_code_structure",
@@ -135,10 +136,10 @@ def test_the_control_passes(marked: bytes, key: signing.SigningKey) -> None:
 
 def test_an_encrypted_output_is_refused(key: signing.SigningKey) -> None:
     buf = io.BytesIO()
-    with pikepdf.open(io.BytesIO(samples.many_pages(1))) as pdf:
+    with pikepdf.open(io.BytesIO(pdfs.many_pages(1))) as pdf:
         pdf.save(buf, encryption=pikepdf.Encryption(owner="o-secret", user="u-secret", R=6))
     policy = JobPolicy(signing=SigningSpec(), owner_password_policy="keep")
-    result = engines.process(buf.getvalue(), policy, password="u-secret")
+    result = engines.watermark_document(buf.getvalue(), policy, password="u-secret")
     with pytest.raises(SigningRefused) as caught:
         sign_validated(result.output, policy, key)
     assert caught.value.code == "signing_refused"

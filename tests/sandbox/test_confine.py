@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from docfence.core.policy import JobPolicy
-from docfence.engines import samples
+from docfence.samples import pdfs
 from docfence.sandbox import Sandbox, Task
 from docfence.sandbox.confine import Confinement, available, confine
 from docfence.sandbox.zygote import private_tmp
@@ -105,7 +105,7 @@ def test_a_confined_process_reaches_only_what_its_task_needs(tmp_path: Path, lis
 
 def test_every_render_process_of_a_sandbox_runs_confined_and_the_job_still_succeeds(tmp_path: Path) -> None:
     source = tmp_path / "in.pdf"
-    source.write_bytes(samples.links())
+    source.write_bytes(pdfs.links())
     with Sandbox() as sandbox:
         sandbox.start()
         outcome = sandbox.run(Task("watermark", source, tmp_path / "out.pdf", JobPolicy()))
