@@ -65,3 +65,22 @@ def test_a_coded_refusal_in_a_range_keeps_its_code(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(raster, "_encode_pages", refuses_in_child)
     with pytest.raises(CorruptContent, match="planted"):
         _run(pdfs.many_pages(6))
+
+
+@split_only
+def test_ranges_inherit_the_mark_layers_built_before_the_fork(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each distinct mark layer is built once, before forking, not once per range process."""
+    from docfence.engines import mark_pixels
+
+    parent, real = os.getpid(), mark_pixels._render_rgba
+    mark_pixels.watermark_layer.cache_clear()
+
+    def parent_only(*args: object, **kwargs: object) -> object:
+        if os.getpid() != parent:
+            raise AssertionError("a range process built a mark layer")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(mark_pixels, "_render_rgba", parent_only)
+    data = pdfs.mixed_sizes()
+    policy = JobPolicy(mode=Mode.RASTER, dpi=72, watermark=WatermarkSpec())
+    assert raster.watermark_raster(data, preflight(data, policy), policy)
