@@ -93,7 +93,7 @@ class Dispatcher:
         result.claimed = len(claims)
         for claim in claims:
             try:
-                outcome = self.process(claim)
+                outcome = self.render_through_provider(claim)
             except StaleAttempt:
                 outcome = "discarded"
                 log.warning("stale attempt; provider result discarded",
@@ -101,8 +101,10 @@ class Dispatcher:
             setattr(result, outcome, getattr(result, outcome) + 1)
         return result
 
-    def process(self, claim: Claim) -> str:
-        """One claimed job to "succeeded", "failed" or "retried"; raises StaleAttempt (discard)."""
+    def render_through_provider(self, claim: Claim) -> str:
+        """One claimed job through its outside renderer (submit, poll within the deadline, download,
+        check the output, fenced commit) to "succeeded", "failed" or "retried"; raises StaleAttempt
+        (discard)."""
         job = claim.job
         provider = str((job.policy.report or {}).get("processor"))
         sink = ProviderObservationSink(self.store, claim, provider)

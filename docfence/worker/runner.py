@@ -110,7 +110,7 @@ class Worker:
                     self._wait_for_work()
                     continue
                 for claim in claims:
-                    self._process_or_release(claim)
+                    self._render_or_release(claim)
                 if max_jobs is not None and self.counters.claimed >= max_jobs:
                     break
         finally:
@@ -143,7 +143,7 @@ class Worker:
                 log.debug("listen failed; polling")
         self.stopping.wait(self.cfg.poll_interval_s)
 
-    def _process_or_release(self, claim: Claim) -> None:
+    def _render_or_release(self, claim: Claim) -> None:
         lease = self.leases.hold(claim.job.id, claim.attempt, claim.job.policy.lease_ttl_s)
         handed_over = False  # to the committer, which drops the lease once the outcome is known
         try:
@@ -151,7 +151,7 @@ class Worker:
                 self._release(claim)
                 return
             fault_point("after_claim")
-            handed_over = self.process(claim, lease)
+            handed_over = self.render_and_stage(claim, lease)
         except StoreError as exc:  # the lease lapses and the reconciler requeues the job
             log.warning("store error while processing: %s", exc.code,
                         extra={"job_id": claim.job.id, "attempt": claim.attempt})
@@ -159,7 +159,7 @@ class Worker:
             if not handed_over:
                 self.leases.drop(lease)
 
-    def process(self, claim: Claim, lease: Lease) -> bool:
+    def render_and_stage(self, claim: Claim, lease: Lease) -> bool:
         """Render, validate and stage one claim. True when a staged result went to the committer;
         every other outcome (failure recorded, stale, lease lost) is settled here."""
         job, attempt = claim.job, claim.attempt
