@@ -163,9 +163,9 @@ class Service:
         self.clock = clock or SystemClock()
         self._secret = signing_secret or load_signing_secret(settings)
         self.verifier = Verifier(settings, store, self._secret)  # verification codes and /v1/verify
-        # SQLite has one writer: queueing writers here, not in SQLite's sleeping busy handler, keeps
-        # a burst of submits from starving the threadpool that status reads also need.
-        self._writes = threading.BoundedSemaphore(1 if getattr(store, "dialect", "") == "sqlite" else 32)
+        # Writers queue here, not in the database (SQLite's sleeping busy handler), so a burst of
+        # submits cannot starve the threadpool that status reads also need; the store says how many.
+        self._writes = threading.BoundedSemaphore(store.write_slots)
         self._seal: PasswordSeal | None = None  # loaded on the first password (its key may be remote-only)
 
     # -- submit ----------------------------------------------------------------------------------

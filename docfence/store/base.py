@@ -32,6 +32,7 @@ class Store(Wakeups, Protocol):
     """
 
     dialect: str
+    write_slots: int
 
     def migrate(self) -> list[str]: ...
     def close(self) -> None: ...

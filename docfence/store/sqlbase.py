@@ -42,6 +42,9 @@ class SqlBase:
     """Dialects supply `_tx()`; the store classes above build every operation from named queries."""
 
     dialect = "sql"
+    #: How many write transactions a process should run at once against this store; callers with
+    #: many writing threads (the API service) queue the rest in-process.
+    write_slots = 1
 
     def __init__(self, clock: Clock | None = None) -> None:
         self.clock = clock
