@@ -16,7 +16,7 @@ from docfence.core.clock import monotonic
 from docfence.core.errors import StoreUnavailable
 from docfence.core.policy import JobPolicy
 from docfence.core.records import ArtifactInfo, Completion, NewJob
-from docfence.store import open_store
+from docfence.store import bench, open_store
 
 NOOP_SHA = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
@@ -64,7 +64,7 @@ def drain_worker(url: str, worker: str, batch: int, start: Any, log_path: str | 
 def raw_worker(url: str, worker: str, start: Any) -> None:
     store = open_store(url, migrate=False)
     start.wait()
-    while store.bench_raw_cycle(worker):  # type: ignore[attr-defined]
+    while bench.raw_cycle(store, worker):
         pass
     store.close()
 
@@ -98,7 +98,7 @@ def measure_docfence(kind: str, jobs: int, workers: int, batch: int, backlog: in
     with fresh_store_url(kind) as url:
         store = open_store(url)
         if backlog:
-            store.bench_fill_finished(backlog)  # type: ignore[attr-defined]
+            bench.fill_finished(store, backlog)
             _analyze(store)
         store.close()
         enqueue_rate = enqueue(url, jobs)

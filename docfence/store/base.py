@@ -21,6 +21,7 @@ from docfence.core.records import (
     NewJob,
 )
 from docfence.core.states import JobState
+from docfence.store.sqlstore import SqlStore
 from docfence.store.wakeups import Wakeups
 
 
@@ -106,9 +107,9 @@ class Store(Wakeups, Protocol):
     def list_api_keys(self, tenant: str | None = None) -> list[ApiKey]: ...
 
 
-def open_store(url: str, *, clock: Clock | None = None, migrate: bool = True) -> Store:
+def open_store(url: str, *, clock: Clock | None = None, migrate: bool = True) -> SqlStore:
     """`sqlite:///path/to/file.db` or `postgresql://user@host:port/db`. Migrates by default."""
-    store: Store
+    store: SqlStore
     if url.startswith("sqlite:"):
         from docfence.store.sqlite import SqliteStore
 

@@ -53,6 +53,22 @@ class SqlBase:
     def _tx(self, *, write: bool = True) -> AbstractContextManager[Tx]:
         raise NotImplementedError
 
+    def migrate(self) -> list[str]:
+        """Apply pending migrations in order; returns the names applied."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Close this thread's connection and release this store's share of the wake-up listener."""
+        raise NotImplementedError
+
+    def run_script(self, name: str) -> None:
+        """Run a multi-statement named query (tests use `truncate_all`)."""
+        raise NotImplementedError
+
+    def drop_connection(self) -> None:
+        """Close this thread's connection abruptly, as a network drop would (fault tests)."""
+        raise NotImplementedError
+
     def _now_param(self) -> datetime | None:
         return self.clock.now() if self.clock is not None else None
 
