@@ -18,7 +18,7 @@ from docfence.cli.errors import EXIT_USAGE, describe, say
 from docfence.cli.output import add_json_flag, emit
 from docfence.config import load_settings
 from docfence.core.errors import InvalidRequest, NotFound
-from docfence.store.webhooks import WebhookEndpoint
+from docfence.core.records import WebhookEndpoint
 
 
 def _usage_errors(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:

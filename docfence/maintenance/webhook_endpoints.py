@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from docfence.config import WebhooksConfig
 from docfence.core.errors import InvalidRequest
 from docfence.core.ids import new_id
+from docfence.core.records import WebhookEndpoint
 from docfence.maintenance.webhook_http import AddressPolicy, DestinationRefused, check_url
 from docfence.maintenance.webhooks import webhook_store
 from docfence.store.base import Store
 from docfence.store.outbox import EVENT_TYPES
-from docfence.store.webhooks import WebhookEndpoint
 
 MAX_URL_CHARS = 2000
 #: Every terminal transition of a tenant's jobs writes one delivery per subscribed endpoint in the

@@ -21,6 +21,7 @@ from standardwebhooks.webhooks import Webhook
 from docfence.config import WebhooksConfig
 from docfence.core.clock import Clock, SystemClock
 from docfence.core.errors import ConfigError, DocfenceError
+from docfence.core.records import AttemptResult, DeliveryClaim
 from docfence.faults import fault_point
 from docfence.maintenance.webhook_http import (
     AddressPolicy,
@@ -31,7 +32,6 @@ from docfence.maintenance.webhook_http import (
 )
 from docfence.store.base import Store
 from docfence.store.sqlstore import SqlStore
-from docfence.store.webhooks import AttemptResult, DeliveryClaim
 
 log = logging.getLogger("docfence.webhooks")
 USER_AGENT = "docfence-webhooks/1"

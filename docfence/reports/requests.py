@@ -31,14 +31,13 @@ from docfence.core.errors import (
 from docfence.core.ids import new_id
 from docfence.core.marks import resolve_fields
 from docfence.core.policy import JobPolicy, Kind, WatermarkSpec
-from docfence.core.records import Job, NewJob
+from docfence.core.records import Job, NewJob, ProviderObservation, ReportRequest, TemplateVersion
 from docfence.core.states import JobState
 from docfence.engines.report import VARIANTS
 from docfence.engines.report_data import validate_data
 from docfence.engines.report_job import build_snapshot
 from docfence.reports.templates import check_template_id, report_store
 from docfence.store.base import Store
-from docfence.store.reports import ProviderObservation, ReportRequest, TemplateVersion
 
 log = logging.getLogger(__name__)
 

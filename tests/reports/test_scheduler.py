@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from docfence.core.records import Schedule
 from docfence.engines.report_sample import sample_monthly_data
 from docfence.reports import ReportRequests
 from docfence.reports.scheduler import (
@@ -16,7 +17,6 @@ from docfence.reports.scheduler import (
     latest_due_period,
     period_at,
 )
-from docfence.store.reports import Schedule
 from docfence.store.sqlstore import SqlStore
 
 

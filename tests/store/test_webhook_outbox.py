@@ -12,10 +12,9 @@ from hypothesis.stateful import invariant, run_state_machine_as_test
 from docfence.core.clock import FakeClock
 from docfence.core.errors import NotFound
 from docfence.core.policy import JobPolicy
-from docfence.core.records import ArtifactInfo, NewJob
+from docfence.core.records import ArtifactInfo, AttemptResult, NewJob
 from docfence.core.states import JobState
 from docfence.store.outbox import EVENT_TYPES
-from docfence.store.webhooks import AttemptResult
 from docfence.testing.stores import postgres_store, reset, sqlite_store
 
 ALL = tuple(EVENT_TYPES)

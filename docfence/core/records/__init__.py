@@ -13,8 +13,42 @@ from docfence.core.records.jobs import (
     Job,
     NewJob,
 )
+from docfence.core.records.reports import (
+    ProviderObservation,
+    ReportRequest,
+    Schedule,
+    TemplateInfo,
+    TemplateVersion,
+)
+from docfence.core.records.webhooks import (
+    AttemptResult,
+    DeliveryClaim,
+    WebhookActivity,
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
 
 __all__ = [
-    "ApiKey", "Artifact", "ArtifactInfo", "Attempt", "AuditEvent", "Claim", "ClaimPause", "Completion",
-    "Job", "NewJob",
+    "ApiKey",
+    "Artifact",
+    "ArtifactInfo",
+    "Attempt",
+    "AttemptResult",
+    "AuditEvent",
+    "Claim",
+    "ClaimPause",
+    "Completion",
+    "DeliveryClaim",
+    "Job",
+    "NewJob",
+    "ProviderObservation",
+    "ReportRequest",
+    "Schedule",
+    "TemplateInfo",
+    "TemplateVersion",
+    "WebhookActivity",
+    "WebhookAttempt",
+    "WebhookDelivery",
+    "WebhookEndpoint",
 ]
