@@ -157,6 +157,8 @@ def load_signing_secret(settings: Settings) -> bytes:
 class Service:
     """The use cases. One instance per process; thread-safe as long as the store is."""
 
+    # `store` is the concrete store (store.base.Store): the API reaches the report pipeline and the
+    # console's reads through `service.store`, so the service carries every capability for now.
     def __init__(self, settings: Settings, store: Store, router: RegionRouter, *, clock: Clock | None = None,
                  signing_secret: bytes | None = None) -> None:
         self.settings, self.store, self.router = settings, store, router

@@ -143,19 +143,17 @@ def run_deliver(args: argparse.Namespace) -> int:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from docfence.maintenance.webhooks import webhook_store
     from docfence.store import open_store
 
-    counts = webhook_store(open_store(load_settings().database_url)).count_webhook_deliveries()
+    counts = open_store(load_settings().database_url).count_webhook_deliveries()
     emit(args, " ".join(f"{state}={n}" for state, n in counts.items()), counts)
     return 0
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from docfence.maintenance.webhooks import webhook_store
     from docfence.store import open_store
 
-    activity = webhook_store(open_store(load_settings().database_url)).webhook_activity(args.job_id)
+    activity = open_store(load_settings().database_url).webhook_activity(args.job_id)
     events = activity.events.items()
     data = {"events": [{"id": k, "type": t, "payload": json.loads(p)} for k, (t, p) in events],
             "deliveries": [d.__dict__ for d in activity.deliveries],

@@ -11,7 +11,7 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any
+from typing import Any, Protocol
 
 from docfence import layout
 from docfence.blobs import RegionRouter
@@ -36,8 +36,13 @@ from docfence.core.states import JobState
 from docfence.engines.report import VARIANTS
 from docfence.engines.report_data import validate_data
 from docfence.engines.report_job import build_snapshot
-from docfence.reports.templates import check_template_id, report_store
-from docfence.store.base import Store
+from docfence.reports.templates import check_template_id
+from docfence.store.base import JobStore, ProviderStore, ReportStore
+
+
+class RequestStore(ReportStore, JobStore, ProviderStore, Protocol):
+    """What report requests use: templates and requests, job submission, provider observations."""
+
 
 log = logging.getLogger(__name__)
 
@@ -98,9 +103,9 @@ class ReportRequests:
     """Report-request use cases; `processors` are the configured provider names besides "local";
     `clock` dates the jobs' `{date}` and `{datetime}` fields (the service's clock)."""
 
-    def __init__(self, settings: Settings, store: Store, router: RegionRouter, *,
+    def __init__(self, settings: Settings, store: RequestStore, router: RegionRouter, *,
                  processors: Collection[str] = (), clock: Clock | None = None) -> None:
-        self.settings, self.store, self.router = settings, report_store(store), router
+        self.settings, self.store, self.router = settings, store, router
         self.clock: Clock = clock or SystemClock()
         self.processors = frozenset(processors) | {LOCAL_PROCESSOR}
 
