@@ -140,13 +140,11 @@ class Worker:
         return claims
 
     def _wait_for_work(self) -> None:
-        wait = getattr(self.store, "wait_for_work", None)
-        if wait is not None:
-            try:
-                wait(self.cfg.poll_interval_s)
-                return
-            except Exception:  # LISTEN is an optimisation; polling still finds the work
-                log.debug("listen failed; polling")
+        try:
+            self.store.wait_for_work(self.cfg.poll_interval_s)
+            return
+        except Exception:  # LISTEN is an optimisation; polling still finds the work
+            log.debug("listen failed; polling")
         self.stopping.wait(self.cfg.poll_interval_s)
 
     def _process_or_release(self, claim: Claim) -> None:
