@@ -1,4 +1,5 @@
-"""Operations, API keys and retention queries of the SQL stores (a mixin of SqlStore)."""
+"""The OpsStore (pauses, class modes, lease counts, retention) and KeyStore queries of the SQL stores
+(a mixin of SqlStore)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Report-pipeline records in the store: templates, report requests, schedules, provider observations.
+"""The ReportStore and ProviderStore of the SQL stores: templates, report requests, schedules, provider
+observations (their records live in core/records/reports.py).
 
 A mixin of SqlStore: it uses the same `_tx()` and named queries (queries/<dialect>/reports.sql). Jobs
 are only ever moved by SqlStore's fenced transitions; the one claim here mirrors `claim_jobs`.

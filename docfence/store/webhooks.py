@@ -1,4 +1,5 @@
-"""Webhook records in the store: endpoints per tenant, and fenced delivery attempts of outbox events.
+"""The WebhookStore of the SQL stores: endpoints per tenant, and fenced delivery attempts of outbox events
+(their records live in core/records/webhooks.py).
 
 A mixin of SqlStore over the named queries of queries/<dialect>/webhooks.sql. The outbox rows themselves
 are written by the job transitions (store/outbox.py); this module claims and finishes their deliveries
