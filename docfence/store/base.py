@@ -183,7 +183,8 @@ class ProviderStore(Protocol):
 
 class WebhookStore(Protocol):
     """Webhook endpoints per tenant and fenced delivery attempts of the outbox events that terminal
-    transitions wrote (claimed and finished the way jobs are: attempt += 1, outcome fenced)."""
+    transitions wrote (claimed and finished the way jobs are: attempt += 1, outcome fenced); finished
+    events are pruned after a while (their attempts stay on the jobs' audit chains)."""
 
     def insert_webhook_endpoint(
         self, endpoint_id: str, *, tenant: str, url: str, events: tuple[str, ...], secret: str,
@@ -203,6 +204,7 @@ class WebhookStore(Protocol):
     def fail_overdue_webhook_deliveries(
         self, *, deadline_s: float, limit: int = 100
     ) -> list[tuple[str, str]]: ...
+    def prune_webhook_events(self, *, keep_s: float, limit: int = 100) -> list[str]: ...
     def webhook_deliveries_due(self) -> bool: ...
     def webhook_activity(self, job_id: str) -> WebhookActivity: ...
     def count_webhook_deliveries(self) -> dict[str, int]: ...

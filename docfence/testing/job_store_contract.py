@@ -109,7 +109,7 @@ class JobStoreContract:
         done = store.complete_many(batch, "w3")  # ids2[2] is attempt 1, ids[0] belongs to w2
         assert sorted(done) == sorted([(ids2[0], 1), (ids2[1], 1)])
         assert all(j.state is JobState.SUCCEEDED for j in done.values())
-        assert store.artifact(ids2[0]).key == art(ids2[0], 1).key  # type: ignore[union-attr]
+        assert store.artifact(ids2[0]).key == art(ids2[0], 1).key
         assert store.artifact(ids2[2]) is None and store.get(ids2[2]).state is JobState.RENDERING
         assert [e.action for e in store.audit_events(ids2[2])] == ["submitted", "lease_acquired"]
         assert store.get(ids[0]).lease_owner == "w2"
