@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from docfence.blobs.regions import RegionRouter
-from docfence.layout import job_prefix
+from docfence.storage_keys import job_prefix
 from docfence.store.base import AuditLog, OpsStore
 
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from docfence.core.errors import NotFound, TemplateError
 from docfence.core.records import TemplateInfo, TemplateVersion
-from docfence.engines.report_bundle import TemplateBundle, load_bundle, template_hash
-from docfence.engines.report_data import check_schema
+from docfence.engines.report.bundle import TemplateBundle, load_bundle, template_hash
+from docfence.engines.report.data import check_schema
 from docfence.store.base import ReportStore
 from docfence.store.reports import ALL_TENANTS
 

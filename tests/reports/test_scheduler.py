@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from docfence.core.records import Schedule
-from docfence.engines.report_sample import sample_monthly_data
 from docfence.reports import ReportRequests
 from docfence.reports.scheduler import (
     Scheduler,
@@ -17,6 +16,7 @@ from docfence.reports.scheduler import (
     latest_due_period,
     period_at,
 )
+from docfence.samples.monthly_report import sample_monthly_data
 from docfence.store.sqlstore import SqlStore
 
 
