@@ -41,15 +41,17 @@ def load_signing_secret(settings: Settings) -> bytes:
 class ServiceState:
     """The state of one Service (one per process); each use case is a class over it."""
 
+    # `store` is the concrete store (store.base.Store): the API reaches the report pipeline and the
+    # console's reads through `service.store`, so the service carries every capability for now.
     def __init__(self, settings: Settings, store: Store, router: RegionRouter, *, clock: Clock | None = None,
                  signing_secret: bytes | None = None) -> None:
         self.settings, self.store, self.router = settings, store, router
         self.clock = clock or SystemClock()
         self._secret = signing_secret or load_signing_secret(settings)
         self.verifier = Verifier(settings, store, self._secret)  # verification codes and /v1/verify
-        # SQLite has one writer: queueing writers here, not in SQLite's sleeping busy handler, keeps
-        # a burst of submits from starving the threadpool that status reads also need.
-        self._writes = threading.BoundedSemaphore(1 if getattr(store, "dialect", "") == "sqlite" else 32)
+        # Writers queue here, not in the database (SQLite's sleeping busy handler), so a burst of
+        # submits cannot starve the threadpool that status reads also need; the store says how many.
+        self._writes = threading.BoundedSemaphore(store.write_slots)
         self._seal: PasswordSeal | None = None  # loaded on the first password (its key may be remote-only)
 
     def _visible(self, principal: Principal, job_id: str) -> Job:

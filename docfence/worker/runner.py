@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from docfence.blobs.regions import RegionRouter
 from docfence.blobs.sealed import PasswordSeal, load_key
@@ -37,9 +37,15 @@ from docfence.faults import fault_point
 from docfence.observability import metrics
 from docfence.sandbox import Outcome, Sandbox, Task
 from docfence.storage_keys import job_prefix, staging_key
-from docfence.store.base import Store
+from docfence.store.base import JobStore
+from docfence.store.wakeups import Wakeups
 from docfence.worker.committer import Committer, StagedResult
 from docfence.worker.leases import Lease, LeaseKeeper
+
+
+class WorkerStore(JobStore, Wakeups, Protocol):
+    """What a worker uses: the job transitions, and wake-ups when work is queued."""
+
 
 log = logging.getLogger("docfence.worker")
 
@@ -74,7 +80,7 @@ def _signing_request(settings: Settings) -> dict[str, Any] | None:
 
 
 class Worker:
-    def __init__(self, settings: Settings, store: Store, regions: RegionRouter, *,
+    def __init__(self, settings: Settings, store: WorkerStore, regions: RegionRouter, *,
                  worker_id: str | None = None) -> None:
         self.settings, self.cfg, self.store, self.regions = settings, settings.worker, store, regions
         self.id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{new_id('w')[-6:]}"
@@ -134,13 +140,11 @@ class Worker:
         return claims
 
     def _wait_for_work(self) -> None:
-        wait = getattr(self.store, "wait_for_work", None)
-        if wait is not None:
-            try:
-                wait(self.cfg.poll_interval_s)
-                return
-            except Exception:  # LISTEN is an optimisation; polling still finds the work
-                log.debug("listen failed; polling")
+        try:
+            self.store.wait_for_work(self.cfg.poll_interval_s)
+            return
+        except Exception:  # LISTEN is an optimisation; polling still finds the work
+            log.debug("listen failed; polling")
         self.stopping.wait(self.cfg.poll_interval_s)
 
     def _render_or_release(self, claim: Claim) -> None:
