@@ -170,6 +170,7 @@ class WebhooksConfig:
     lease_s: float = 60.0  # a dispatcher's hold on one attempt; must outlast both timeouts
     batch: int = 20  # deliveries claimed per pass
     secret_grace_s: float = 86400.0  # after a rotation the old secret signs alongside the new one
+    keep_events_s: float = 30 * 86400.0  # outbox events whose deliveries all finished go after this
 
     def __post_init__(self) -> None:
         for name in ("delivery_deadline_s", "connect_timeout_s", "read_timeout_s", "backoff_base_s",
@@ -183,6 +184,8 @@ class WebhooksConfig:
             raise ConfigError(f"batch={self.batch!r}: must be an integer in [1, 1000]")
         if not 0 <= self.secret_grace_s <= 30 * 86400:
             raise ConfigError(f"secret_grace_s={self.secret_grace_s!r}: must be in [0, 2592000] seconds")
+        if not 3600 <= self.keep_events_s <= 3650 * 86400:
+            raise ConfigError(f"keep_events_s={self.keep_events_s!r}: must be in [3600, 315360000] seconds")
         if self.public_url and not self.public_url.startswith(("https://", "http://")):
             raise ConfigError(f"public_url={self.public_url!r}: must start with https:// or http://")
         for host in self.allow_hosts:

@@ -61,6 +61,10 @@ def register(sub: Any) -> None:
     deliver.add_argument("--once", action="store_true", help="one pass, then print what it did")
     add_json_flag(deliver)
     deliver.set_defaults(func=run_deliver)
+    prune = hooks_sub.add_parser("prune", help="delete outbox events whose deliveries all finished over "
+                                               "[webhooks].keep_events_s ago (the dispatcher also does it)")
+    add_json_flag(prune)
+    prune.set_defaults(func=run_prune)
     status = hooks_sub.add_parser("status", help="deliveries by state: pending, delivering, delivered, "
                                                  "failed")
     add_json_flag(status)
@@ -139,6 +143,18 @@ def run_deliver(args: argparse.Namespace) -> int:
         emit(args, " ".join(f"{k}={v}" for k, v in counts.items()), counts)
         return 0
     dispatcher.run_forever(threading.Event())
+    return 0
+
+
+def run_prune(args: argparse.Namespace) -> int:
+    from docfence.maintenance.webhook_pruning import PruneConfig, WebhookPruner
+    from docfence.maintenance.webhooks import webhook_store
+    from docfence.store import open_store
+
+    settings = load_settings()
+    store = webhook_store(open_store(settings.database_url))
+    pruned = WebhookPruner(store, PruneConfig(settings.webhooks.keep_events_s)).run_until_done()
+    emit(args, f"pruned={pruned}", {"pruned": pruned})
     return 0
 
 

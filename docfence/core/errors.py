@@ -11,6 +11,7 @@
     │   ├── StaleAttempt               fenced update matched zero rows: discard the work
     │   │   └── LeaseLost              heartbeat refused: the lease belongs to nobody or someone else
     │   └── StoreUnavailable           connection dropped / database locked
+    │       └── StoreConflict          PostgreSQL rolled back a deadlock or serialization failure
     ├── BlobError                      artifact storage
     │   ├── BlobNotFound
     │   ├── BlobIntegrityError         sha256 mismatch on read
@@ -120,6 +121,12 @@ class StoreUnavailable(StoreError):
 
     code = "store_unavailable"
     retryable = True
+
+
+class StoreConflict(StoreUnavailable):
+    """The transaction was rolled back in favour of a concurrent one; nothing was written, retry it."""
+
+    code = "store_conflict"
 
 
 class BlobError(DocfenceError):

@@ -19,7 +19,7 @@ from prometheus_client import Counter
 from standardwebhooks.webhooks import Webhook
 
 from docfence.config import WebhooksConfig
-from docfence.core.clock import Clock, SystemClock
+from docfence.core.clock import Clock, SystemClock, monotonic
 from docfence.core.errors import ConfigError, DocfenceError
 from docfence.faults import fault_point
 from docfence.maintenance.webhook_http import (
@@ -29,6 +29,7 @@ from docfence.maintenance.webhook_http import (
     Sent,
     Timeouts,
 )
+from docfence.maintenance.webhook_pruning import PruneConfig, WebhookPruner
 from docfence.store.base import Store
 from docfence.store.sqlstore import SqlStore
 from docfence.store.webhooks import AttemptResult, DeliveryClaim
@@ -67,6 +68,8 @@ class WebhookDispatcher:
         self.clock = clock or SystemClock()
         self.rng = rng or random.Random()
         self.interval_s = interval_s
+        self.pruner = WebhookPruner(self.store, PruneConfig(config.keep_events_s))
+        self.prune_interval_s = 600.0  # finished events go days after their time: no hurry
         self.transport = transport or GuardedTransport(
             AddressPolicy(config.allow_hosts),
             Timeouts(config.connect_timeout_s, config.read_timeout_s, total_s=config.lease_s / 2),
@@ -152,9 +155,14 @@ class WebhookDispatcher:
                 "docfence-attempt": str(claim.attempt)}
 
     def run_forever(self, stop: threading.Event) -> None:
-        """Pass after pass; waits `interval_s` (or until `stop`) after a pass that found nothing."""
+        """Pass after pass; waits `interval_s` (or until `stop`) after a pass that found nothing.
+        Every `prune_interval_s` it also prunes the outbox's finished events (webhook_pruning.py)."""
+        last_prune = float("-inf")
         while not stop.is_set():
             try:
+                if monotonic() - last_prune >= self.prune_interval_s:
+                    last_prune = monotonic()
+                    self.pruner.run_until_done()
                 result = self.run_once()
                 busy = any((result.delivered, result.retried, result.failed, result.overdue, result.stale))
             except DocfenceError as exc:

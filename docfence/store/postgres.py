@@ -2,7 +2,8 @@
 (store/wakeups_pg.py).
 
 One connection per thread (autocommit, explicit transaction blocks); a dropped connection is
-discarded and reported as StoreUnavailable, and the next call reconnects.
+discarded and reported as StoreUnavailable, and the next call reconnects. A transaction PostgreSQL
+rolled back for a deadlock or a serialization failure is StoreConflict (retryable; the connection stays).
 """
 
 from __future__ import annotations
@@ -18,10 +19,14 @@ from psycopg.rows import dict_row
 from psycopg.types.string import TextLoader
 
 from docfence.core.clock import Clock
-from docfence.core.errors import StoreError, StoreUnavailable
+from docfence.core.errors import StoreConflict, StoreError, StoreUnavailable
 from docfence.store.queries import load_queries, migrations
 from docfence.store.sqlstore import Row, SqlStore
 from docfence.store.wakeups_pg import PgListener
+
+# class 40 errors: psycopg makes DeadlockDetected an OperationalError, so these are caught before it
+_ROLLED_BACK = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure,
+                psycopg.errors.TransactionRollback)
 
 
 class _PgTx:
@@ -95,6 +100,9 @@ class PostgresStore(SqlStore):
         try:
             with conn.pipeline() as pipeline, conn.transaction():
                 yield _PgTx(conn, self.queries, pipeline)
+        except _ROLLED_BACK as exc:  # PostgreSQL chose this transaction as the loser; the link is fine
+            raise StoreConflict(f"PostgreSQL rolled the transaction back ({exc.sqlstate}); "
+                                "nothing was written, retry") from exc
         except psycopg.OperationalError as exc:
             self._drop()
             raise StoreUnavailable("the PostgreSQL connection failed") from exc

@@ -7,6 +7,7 @@ the way jobs are claimed and finished: attempt += 1 on claim, outcome fenced on 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -176,23 +177,31 @@ class WebhookQueries(SqlBase):
     def claim_webhook_deliveries(self, worker: str, *, limit: int, lease_s: float) -> list[DeliveryClaim]:
         """Lease up to `limit` due deliveries; a re-claimed one's unreported attempt becomes "abandoned".
         A due delivery of a disabled endpoint is not returned: the claim failed it ("endpoint_disabled")."""
-        claims = []
+        claims: list[DeliveryClaim] = []
         with self._tx() as tx:
-            rows = tx.all("claim_webhook_deliveries", worker=worker, limit=limit, lease_s=float(lease_s),
-                          now=self._now_param())
-            for row in rows:
-                keys = {"event_id": row["event_id"], "endpoint_id": row["endpoint_id"]}
-                if row["state"] == "failed":
-                    self._fail_disabled(tx, keys)
-                    continue
-                tx.send("abandon_webhook_attempts", ended_at=row["claimed_at"], **keys)
-                tx.send("insert_webhook_attempt", attempt=row["attempt"], dispatcher=worker,
-                        claimed_at=row["claimed_at"], **keys)
-                event = tx.one("get_webhook_event", id=row["event_id"])
-                endpoint = tx.one("get_webhook_endpoint", id=row["endpoint_id"])
-                assert event is not None and endpoint is not None
-                claims.append(_claim(row, event, endpoint, worker))
+            # claim again while disabled endpoints' rows filled the batch: each such row leaves the due
+            # set (it is failed), so this ends, and a due delivery is never left for the next pass
+            while len(claims) < limit:
+                rows = tx.all("claim_webhook_deliveries", worker=worker, limit=limit - len(claims),
+                              lease_s=float(lease_s), now=self._now_param())
+                if not rows:
+                    break
+                for row in rows:
+                    keys = {"event_id": row["event_id"], "endpoint_id": row["endpoint_id"]}
+                    if row["state"] == "failed":
+                        self._fail_disabled(tx, keys)
+                        continue
+                    claims.append(self._lease_attempt(tx, row, keys, worker))
         return claims
+
+    def _lease_attempt(self, tx: Tx, row: Row, keys: dict[str, Any], worker: str) -> DeliveryClaim:
+        tx.send("abandon_webhook_attempts", ended_at=row["claimed_at"], **keys)
+        tx.send("insert_webhook_attempt", attempt=row["attempt"], dispatcher=worker,
+                claimed_at=row["claimed_at"], **keys)
+        event = tx.one("get_webhook_event", id=row["event_id"])
+        endpoint = tx.one("get_webhook_endpoint", id=row["endpoint_id"])
+        assert event is not None and endpoint is not None
+        return _claim(row, event, endpoint, worker)
 
     def _fail_disabled(self, tx: Tx, keys: dict[str, Any]) -> None:
         # the delivery was inserted by a terminal transition racing its endpoint's disable
@@ -249,6 +258,20 @@ class WebhookQueries(SqlBase):
                                    details={"event_id": row["event_id"], "endpoint_id": row["endpoint_id"],
                                             "failure_reason": row["failure_reason"]})
         return [(r["event_id"], r["endpoint_id"]) for r in rows]
+
+    def prune_webhook_events(self, *, keep_s: float, limit: int = 100) -> list[str]:
+        """Delete up to `limit` outbox events created over `keep_s` ago whose deliveries all finished,
+        with their delivery and attempt rows; returns their ids. The jobs' audit chains keep a
+        `webhook_attempt` event per attempt, so the evidence of each delivery outlives its outbox rows."""
+        with self._tx() as tx:
+            rows = tx.all("select_prunable_webhook_events", keep_s=float(keep_s), limit=limit,
+                          now=self._now_param())
+            ids = [str(row["id"]) for row in rows]
+            if ids:
+                for query in ("delete_webhook_attempts_of_events", "delete_webhook_deliveries_of_events",
+                              "delete_webhook_events"):
+                    tx.send(query, ids=json.dumps(ids))
+        return ids
 
     # -- reads -------------------------------------------------------------------------------------
     def webhook_deliveries_due(self) -> bool:

@@ -5,6 +5,7 @@ printed once, lists never show it, errors are one line naming the field, `delive
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,22 @@ def test_a_tenant_has_a_bounded_number_of_enabled_endpoints(db: str) -> None:
     endpoints.create("globex", "https://hooks.example.org/other-tenant", ["*"], actor="t")
     endpoints.disable("acme", made[0].endpoint.id, actor="t")
     endpoints.create("acme", "https://hooks.example.org/replacement", ["*"], actor="t")
+
+
+def test_prune_deletes_finished_events_after_keep_events_s(db: str, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "docfence.toml").write_text('[webhooks]\nallow_hosts = ["127.0.0.1"]\nkeep_events_s = 3600\n')
+    store = open_store(db)
+    store.insert_webhook_endpoint("whe_1", tenant="acme", url="http://127.0.0.1:9/x", events=("job.failed",),
+                                  secret="whsec_c2VjcmV0c2VjcmV0c2VjcmV0", description=None, actor="op")
+    job, _ = store.submit(NewJob(tenant="acme", policy=JobPolicy()))
+    store.claim("w1")
+    store.fail(job.id, 1, "w1", "pdf_malformed", "broken", retryable=False)
+    with sqlite3.connect(db.removeprefix("sqlite:///")) as conn:  # failed, and two hours old
+        conn.execute("UPDATE webhook_deliveries SET state = 'failed', finished_at = created_at")
+        conn.execute("UPDATE webhook_events SET created_at = created_at - 7200")
+    assert main(["webhooks", "prune", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"pruned": 1}
+    assert store.webhook_activity(job.id).events == {}
+    assert main(["webhooks", "prune"]) == 0
+    assert capsys.readouterr().out.strip() == "pruned=0"

@@ -264,3 +264,48 @@ def test_outbox_under_random_interleavings_postgres(pg_url: str) -> None:
             return store
 
     run_state_machine_as_test(Machine, settings=OUTBOX_SETTINGS)
+
+
+def test_a_disabled_endpoints_delivery_does_not_use_up_the_claim(store, clock: FakeClock) -> None:  # type: ignore[no-untyped-def]
+    endpoint(store, tenant="t1")
+    endpoint(store, tenant="t2")
+    first = submit(store, tenant="t1")
+    store.claim("w1")
+    store.complete(first, 1, "w1", art(first, 1))  # due first ...
+    clock.advance(1)
+    second = submit(store, tenant="t2")
+    store.claim("w1")
+    store.complete(second, 1, "w1", art(second, 1))
+    with store._tx() as tx:  # ... and its endpoint disabled by a disable that raced the delivery's insert
+        assert tx.one("disable_webhook_endpoint", id="whe_t1_1", tenant="t1", now=store._now_param())
+    claims = store.claim_webhook_deliveries("d1", limit=1, lease_s=60)
+    assert [(c.job_id, c.endpoint_id) for c in claims] == [(second, "whe_t2_1")]
+    failed = store.webhook_activity(first).deliveries
+    assert [(d.state, d.failure_reason) for d in failed] == [("failed", "endpoint_disabled")]
+
+
+def test_pruning_deletes_only_old_events_whose_deliveries_all_finished(store, clock: FakeClock) -> None:  # type: ignore[no-untyped-def]
+    endpoint(store, tenant="t1")
+    old_done, old_pending, young_done = (submit(store) for _ in range(3))
+    for c in store.claim("w1", limit=2):
+        store.complete(c.job.id, 1, "w1", art(c.job.id, 1))
+    claims = store.claim_webhook_deliveries("d1", limit=10, lease_s=1000)
+    done = next(c for c in claims if c.job_id == old_done)
+    assert store.finish_webhook_delivery(done, AttemptResult("delivered", 204), to_state="delivered")
+    clock.advance(100)
+    store.claim("w1")
+    store.complete(young_done, 1, "w1", art(young_done, 1))
+    young = store.claim_webhook_deliveries("d1", limit=10, lease_s=1000)
+    assert [c.job_id for c in young] == [young_done]
+    assert store.finish_webhook_delivery(young[0], AttemptResult("failed", 410), to_state="failed")
+    audit_before = [e.action for e in store.audit_events(old_done)]
+    assert store.prune_webhook_events(keep_s=50, limit=10) == [done.event_id]  # not the one in flight
+    assert store.webhook_activity(old_done).events == {}
+    gone = store.webhook_activity(old_done)
+    assert gone.deliveries == [] and gone.attempts == []
+    assert [e.action for e in store.audit_events(old_done)] == audit_before  # the evidence stays
+    assert [d.state for d in store.webhook_activity(old_pending).deliveries] == ["delivering"]
+    assert len(store.webhook_activity(young_done).deliveries) == 1
+    assert store.prune_webhook_events(keep_s=50, limit=10) == []
+    clock.advance(100)
+    assert store.prune_webhook_events(keep_s=50, limit=10) == [young[0].event_id]

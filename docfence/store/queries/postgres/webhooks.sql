@@ -160,3 +160,26 @@ UPDATE webhook_deliveries
    SET run_after = greatest(run_after, t.now + make_interval(secs => :delay_s))
   FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS t
  WHERE endpoint_id = :endpoint_id AND state = 'pending';
+
+-- name: select_prunable_webhook_events
+-- Up to :limit outbox events created more than :keep_s before now whose deliveries all finished
+-- (delivered or failed), oldest first; rows another pruner holds are skipped.
+SELECT e.id FROM webhook_events AS e
+ WHERE e.created_at < coalesce(:now::timestamptz, now()) - make_interval(secs => :keep_s)
+   AND NOT EXISTS (SELECT 1 FROM webhook_deliveries AS d
+                    WHERE d.event_id = e.id AND d.state IN ('pending', 'delivering'))
+ ORDER BY e.created_at
+ LIMIT :limit
+   FOR UPDATE OF e SKIP LOCKED;
+
+-- name: delete_webhook_attempts_of_events
+-- The attempt rows of the events in :ids (a JSON array of event ids).
+DELETE FROM webhook_attempts WHERE event_id IN (SELECT jsonb_array_elements_text(:ids::jsonb));
+
+-- name: delete_webhook_deliveries_of_events
+-- The delivery rows of the events in :ids (a JSON array of event ids).
+DELETE FROM webhook_deliveries WHERE event_id IN (SELECT jsonb_array_elements_text(:ids::jsonb));
+
+-- name: delete_webhook_events
+-- The outbox events in :ids (a JSON array of event ids), after their deliveries and attempts.
+DELETE FROM webhook_events WHERE id IN (SELECT jsonb_array_elements_text(:ids::jsonb));
