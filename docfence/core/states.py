@@ -51,9 +51,9 @@ class Event(enum.StrEnum):
 @dataclass(frozen=True)
 class Transition:
     """One row of the table: `event` moves a job from `source` to `target` (attempt + 1 when
-    `bumps_attempt`) through the store query named `query`, the same name in every dialect's SQL
-    files (docfence/store/queries/<dialect>/jobs.sql). Stores take target, attempt bump and the audit
-    event's from/to/reason from this row."""
+    `bumps_attempt`) through the store query named `query`, the same name in every dialect
+    (docfence/store/queries/<dialect>/transitions.sql). Stores take target, attempt bump and the
+    audit event's from/to/reason from this row."""
 
     event: Event
     source: JobState | None  # None: the job is created by this transition
