@@ -22,7 +22,8 @@ import tempfile
 from pathlib import Path
 
 from docfence.core.policy import JobPolicy, Mode, WatermarkSpec
-from docfence.engines import process, samples
+from docfence.engines import watermark_document
+from docfence.samples import pdfs
 
 LOGO_SVG = (b'<svg xmlns="http://www.w3.org/2000/svg" width="160" height="48" viewBox="0 0 160 48">'
             b'<path d="M24 2 L44 9 V24 C44 36 35 43 24 46 C13 43 4 36 4 24 V9 Z" fill="#1d4ed8"/>'
@@ -65,10 +66,10 @@ def main() -> int:
     parser.add_argument("--dpi", type=int, default=60)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    document = samples.many_pages(3)
+    document = pdfs.many_pages(3)
     written = []
     for name, policy in layouts().items():
-        result = process(document, policy)
+        result = watermark_document(document, policy)
         target = args.out / f"marks-{name}.png"
         render(result.output, target, args.dpi)
         written.append({"file": str(target), "validated": bool(result.validation["ok"]),

@@ -1,6 +1,6 @@
 """Marks benchmark: a footer with dynamic fields (`{recipient} · {date} · {job_id} · {page}/{pages}`, drawn
 per page) plus the static diagonal mark, against the static diagonal mark alone, on a dense document,
-validation included (engines.process: preflight, sanitise, watermark, full standard validation).
+validation included (engines.watermark_document: preflight, sanitise, watermark, full standard validation).
 
 Runs the two policies alternately (so a change in machine load hits both alike) and reports the best
 of `--runs` each, their ratio (target <= 1.3), the same for CPU seconds (this process and the
@@ -28,7 +28,7 @@ from typing import Any
 
 from docfence.core.clock import monotonic
 from docfence.core.policy import JobPolicy, WatermarkSpec
-from docfence.engines import process
+from docfence.engines import watermark_document
 
 FIELDS = {"recipient": "Dr. Ada Example", "purpose": "second opinion", "reference": "REF-2026-0042",
           "date": "2026-12-01", "datetime": "2026-12-01 09:30 UTC", "job_id": "01JDEXAMPLE7Q4",
@@ -47,13 +47,13 @@ def _cpu() -> float:
 
 def timed(data: bytes, policy: JobPolicy) -> tuple[float, float, int, bool]:
     started, cpu = monotonic(), _cpu()
-    result = process(data, policy)
+    result = watermark_document(data, policy)
     return monotonic() - started, _cpu() - cpu, len(result.output), bool(result.validation["ok"])
 
 
 def measure(path: Path, runs: int) -> dict[str, Any]:
     data = path.read_bytes()
-    process(data, STATIC)  # warm fonts and caches once, outside the timings
+    watermark_document(data, STATIC)  # warm fonts and caches once, outside the timings
     best: dict[str, float] = {"static": float("inf"), "footer": float("inf")}
     cpu: dict[str, float] = {"static": float("inf"), "footer": float("inf")}
     sizes: dict[str, int] = {}

@@ -11,8 +11,8 @@ import sys
 from typing import Any
 
 from docfence.core.clock import monotonic
-from docfence.engines.report import render_report
-from docfence.engines.report_sample import load_monthly_bundle, sample_monthly_data
+from docfence.engines.report.render import render_report
+from docfence.samples.monthly_report import load_monthly_bundle, sample_monthly_data
 
 
 def measure(pages: int, repetitions: int) -> dict[str, Any]:

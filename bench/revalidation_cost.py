@@ -1,9 +1,9 @@
 """What re-validating a signing class's output in a fresh render process would cost (review finding 4:
 the signature covers bytes only the render process that parsed the untrusted input checked). Per
-document, in one warm process: CPU ms of the render (engines.process, its validation included), of the
-validation alone (engines.validate on the same source and output: the least a re-check must redo) and
-of the signing stage, each with the CPU of the subprocesses it ran (qpdf, pdfinfo). CPU time, not wall
-time, so the figure moves less with the machine's load; the load average is printed with it.
+document, in one warm process: CPU ms of the render (engines.watermark_document, its validation
+included), of the validation alone (engines.validate on the same source and output: the least a re-check
+must redo) and of the signing stage, each with the CPU of the subprocesses it ran (qpdf, pdfinfo). CPU
+time, not wall time, so the figure moves less with the machine's load; the load average is printed with it.
 
 Usage: python bench/revalidation_cost.py [--repeat N] [--pages 1,20]
 """
@@ -27,11 +27,11 @@ from typing import Any
 
 from docfence import engines
 from docfence.core.policy import JobPolicy, SigningSpec, WatermarkSpec
-from docfence.engines import samples
 from docfence.engines.issue import sign_validated
 from docfence.engines.marks import MarkSet
 from docfence.engines.signing import SigningKey
 from docfence.engines.validate import validate
+from docfence.samples import pdfs
 from docfence.testing.signing_ca import make_test_ca
 
 
@@ -52,8 +52,8 @@ def cpu_of(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
 
 def measure(pages: int, repeat: int, key: SigningKey) -> dict[str, Any]:
     policy = JobPolicy(watermark=WatermarkSpec(text="CONFIDENTIAL"), signing=SigningSpec())
-    data = samples.many_pages(pages)
-    render_ms, result = cpu_of(lambda: engines.process(data, policy), repeat)
+    data = pdfs.many_pages(pages)
+    render_ms, result = cpu_of(lambda: engines.watermark_document(data, policy), repeat)
     validate_ms, _ = cpu_of(lambda: validate(data, result.output, MarkSet.of(policy), mode=policy.mode.value,
                                              dpi=policy.dpi, sanitize=policy.sanitize,
                                              level=policy.validation), repeat)

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from docfence.core.policy import JobPolicy, SigningSpec
-from docfence.engines import samples
 from docfence.engines.signing import SigningKey
+from docfence.samples import pdfs
 from docfence.sandbox import Sandbox, Task
 from docfence.testing.signing_ca import make_test_ca
 
@@ -46,7 +46,7 @@ def main() -> int:
     policy = JobPolicy(signing=SigningSpec())
     folder = Path(tempfile.mkdtemp(prefix="bench-sign-"))
     src = folder / "in.pdf"
-    src.write_bytes(samples.many_pages(1))
+    src.write_bytes(pdfs.many_pages(1))
     steps: dict[str, list[float]] = {}
     faults: list[int] = []
     with Sandbox("sign") as box:

@@ -22,9 +22,10 @@ import tempfile
 from pathlib import Path
 
 from docfence.core.policy import JobPolicy, SigningSpec, VerificationSpec, WatermarkSpec
-from docfence.engines import process, samples
+from docfence.engines import watermark_document
 from docfence.engines.issue import issue, sign_validated
 from docfence.engines.signing import SigningKey
+from docfence.samples import pdfs
 from docfence.testing.signing_ca import make_test_ca
 
 URL = "https://verify.example.org/v1/verify/01JDEXAMPLE7Q4?c=K7QF2M4XJ3TZ6P5A"
@@ -42,7 +43,7 @@ def main() -> int:
                        verification=VerificationSpec(url=URL, pages="last"),
                        signing=SigningSpec(visible=True, reason="Issued by Example Health"))
     made = make_test_ca()
-    result = process(samples.many_pages(1), policy)
+    result = watermark_document(pdfs.many_pages(1), policy)
     coded = issue(result.output, result.validation, policy)
     signed, report = sign_validated(coded, policy, SigningKey.from_pkcs12(made.pkcs12, made.password))
     target = Path(args.out) / "verification-code-signature.png"

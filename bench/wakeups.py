@@ -43,12 +43,13 @@ from typing import Any
 import httpx
 
 import docfence
-from docfence import layout
-from docfence.benchmarks.harness import start_worker, stop, temporary_pg_database, worker_env
+from docfence import storage_keys
 from docfence.config import Settings
 from docfence.core.clock import monotonic, utcnow
 from docfence.core.records import ArtifactInfo
-from docfence.engines.samples import links
+from docfence.harness.databases import temporary_pg_database
+from docfence.harness.workers import start_worker, stop, worker_env
+from docfence.samples.pdfs import links
 from docfence.service import Principal, Service, SubmitRequest, build_service
 
 TARGET_MS = 50.0
@@ -132,7 +133,7 @@ def _finish(service: Service, job_id: str) -> float:
     """Play the worker: claim, publish under the attempt's key, fenced commit; returns when it did."""
     claim = next(c for c in service.store.claim("bench-worker", limit=10) if c.job.id == job_id)
     data = b"%PDF-1.4 bench output\n"
-    key = layout.artifact_key(claim.job.tenant, job_id, claim.attempt)
+    key = storage_keys.artifact_key(claim.job.tenant, job_id, claim.attempt)
     service.router.for_region(claim.job.region).put(key, data)
     info = ArtifactInfo(key=key, sha256=hashlib.sha256(data).hexdigest(), bytes=len(data), pages=1)
     service.store.complete(job_id, claim.attempt, "bench-worker", info)

@@ -36,10 +36,11 @@ import pypdfium2 as pdfium
 
 from docfence.core.clock import monotonic
 from docfence.core.policy import JobPolicy, Mode, WatermarkSpec
-from docfence.engines import process, samples
+from docfence.engines import watermark_document
 from docfence.engines.preflight import preflight
 from docfence.engines.raster import naive_jpeg_size, watermark_raster
 from docfence.engines.vector import watermark_vector
+from docfence.samples import pdfs
 
 SPEC = WatermarkSpec(text="Vertraulich \u2013 Dr. Müller / 患者")
 VECTOR = JobPolicy(watermark=SPEC)
@@ -59,7 +60,7 @@ def pages_per_second(pages: int, fn: Callable[[], object], min_seconds: float = 
 
 def watermark_pdf(width: float, height: float) -> bytes:
     """A one-page PDF holding only our watermark (what the peers overlay)."""
-    blank = samples.SampleBuilder()
+    blank = pdfs.SampleBuilder()
     blank.page([], size=(width, height))
     data = blank.to_bytes()
     return watermark_vector(preflight(data, VECTOR), VECTOR)
@@ -86,20 +87,21 @@ def run_mutool(src: Path, folder: Path) -> None:
 
 
 def bench_size(pages: int, tmp: Path, quick: bool) -> dict[str, Any]:
-    data = samples.many_pages(pages)
+    data = pdfs.many_pages(pages)
     src, mark = tmp / f"in{pages}.pdf", tmp / "mark.pdf"
     src.write_bytes(data)
-    mark.write_bytes(watermark_pdf(*samples.A4))
+    mark.write_bytes(watermark_pdf(*pdfs.A4))
     row: dict[str, Any] = {"pages": pages}
     row["vector"] = pages_per_second(pages, lambda: watermark_vector(preflight(data, VECTOR), VECTOR))
-    row["vector_validated"] = pages_per_second(pages, lambda: process(data, VECTOR))
+    row["vector_validated"] = pages_per_second(pages, lambda: watermark_document(data, VECTOR))
     row["qpdf_overlay"] = pages_per_second(pages, lambda: run_qpdf(src, mark, tmp / "q.pdf"))
     row["pypdf_merge_page"] = pages_per_second(pages, lambda: run_pypdf(src, mark))
     if not (quick and pages > 20):
         row["raster_150dpi"] = pages_per_second(
             pages, lambda: watermark_raster(data, preflight(data, RASTER), RASTER)
         )
-        row["raster_150dpi_validated"] = pages_per_second(pages, lambda: process(data, RASTER), 0.0)
+        row["raster_150dpi_validated"] = pages_per_second(
+            pages, lambda: watermark_document(data, RASTER), 0.0)
         if shutil.which("mutool"):
             folder = tmp / f"mutool{pages}"
             folder.mkdir(exist_ok=True)
@@ -108,8 +110,8 @@ def bench_size(pages: int, tmp: Path, quick: bool) -> dict[str, Any]:
 
 
 def raster_size_vs_naive(pages: int = 20) -> dict[str, Any]:
-    data = samples.many_pages(pages)
-    ours = len(process(data, RASTER).output)
+    data = pdfs.many_pages(pages)
+    ours = len(watermark_document(data, RASTER).output)
     doc = pdfium.PdfDocument(data)
     naive = sum(naive_jpeg_size(doc[i].render(scale=150 / 72).to_pil()) for i in range(pages))
     return {
@@ -123,10 +125,10 @@ def raster_size_vs_naive(pages: int = 20) -> dict[str, Any]:
 _RSS_CHILD = """
 import resource, sys
 from docfence.core.policy import JobPolicy, WatermarkSpec
-from docfence.engines import process
+from docfence.engines import watermark_document
 data = open(sys.argv[1], 'rb').read()
 spec = WatermarkSpec(text="Vertraulich \\u2013 Dr. M\\u00fcller / \\u60a3\\u8005")
-result = process(data, JobPolicy(watermark=spec))
+result = watermark_document(data, JobPolicy(watermark=spec))
 assert result.validation["ok"] and result.pages == 1000
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
@@ -134,7 +136,7 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 def peak_rss_1000_pages(tmp: Path) -> dict[str, Any]:
     src = tmp / "in1000.pdf"
-    src.write_bytes(samples.many_pages(1000))
+    src.write_bytes(pdfs.many_pages(1000))
     started = monotonic()
     done = subprocess.run([sys.executable, "-c", _RSS_CHILD, str(src)], check=True, capture_output=True)
     seconds = monotonic() - started
@@ -207,7 +209,7 @@ def dense_rss(src: Path) -> dict[str, Any]:
 
 def dense_size_ratio(src: Path) -> dict[str, Any]:
     data = src.read_bytes()
-    ours = len(process(data, RASTER).output)
+    ours = len(watermark_document(data, RASTER).output)
     doc = pdfium.PdfDocument(data)
     naive = sum(naive_jpeg_size(doc[i].render(scale=150 / 72).to_pil()) for i in range(len(doc)))
     return {
@@ -219,8 +221,8 @@ def dense_size_ratio(src: Path) -> dict[str, Any]:
 
 
 def stage_cpu_seconds(src: Path, level: str) -> dict[str, Any]:
-    """CPU seconds per stage of process() on `src` (this process; forked validation pieces, qpdf and
-    pdfium children counted apart): less sensitive to a loaded machine than wall time."""
+    """CPU seconds per stage of watermark_document() on `src` (this process; forked validation pieces,
+    qpdf and pdfium children counted apart): less sensitive to a loaded machine than wall time."""
     import resource
 
     import docfence.engines.preflight as preflight_mod
@@ -247,7 +249,7 @@ def stage_cpu_seconds(src: Path, level: str) -> dict[str, Any]:
         setattr(mod, name, wrap(name, fn))
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
     try:
-        process(src.read_bytes(), JobPolicy(watermark=SPEC, validation=level))
+        watermark_document(src.read_bytes(), JobPolicy(watermark=SPEC, validation=level))
     finally:
         for mod, name, fn in originals:
             setattr(mod, name, fn)
@@ -272,8 +274,9 @@ def bench_dense(folder: Path, tmp: Path) -> dict[str, Any]:
             "engine_only": pages_per_second(
                 200, lambda: watermark_vector(preflight(data200, VECTOR), VECTOR)
             ),
-            "standard_validation": pages_per_second(200, lambda: process(data200, standard), 0.0),
-            "exhaustive_validation": pages_per_second(200, lambda: process(data200, exhaustive), 0.0),
+            "standard_validation": pages_per_second(200, lambda: watermark_document(data200, standard), 0.0),
+            "exhaustive_validation": pages_per_second(
+                200, lambda: watermark_document(data200, exhaustive), 0.0),
         },
         "cpu_seconds_2000p_standard": stage_cpu_seconds(d2000, "standard"),
         "cpu_seconds_2000p_exhaustive": stage_cpu_seconds(d2000, "exhaustive"),

@@ -24,10 +24,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from docfence.benchmarks.harness import temporary_pg_database
 from docfence.config import WebhooksConfig
 from docfence.core.policy import JobPolicy
 from docfence.core.records import ArtifactInfo, Completion, NewJob
+from docfence.harness.databases import temporary_pg_database
 from docfence.maintenance.webhook_endpoints import WebhookEndpoints
 from docfence.maintenance.webhooks import WebhookDispatcher
 from docfence.store import open_store

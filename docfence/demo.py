@@ -16,8 +16,8 @@ from docfence.core.policy import Mode, SanitizePolicy, WatermarkSpec
 from docfence.core.records import Job
 from docfence.core.states import JobState
 from docfence.logs import configure as configure_logs
-from docfence.runtime import Runtime, run_worker
 from docfence.service import Principal, Service, SubmitRequest
+from docfence.wiring import Runtime, run_worker
 
 SAMPLES = [  # (sample name, document class)
     ("links", "clinical-summary"), ("rotated", "clinical-summary"), ("offset_boxes", "clinical-summary"),
@@ -63,13 +63,13 @@ def demo_settings(base: Path) -> Settings:
 
 
 def _sample(name: str) -> bytes:
-    from docfence.engines import samples
+    from docfence.samples import pdfs
 
     if name == "long_40_pages":
-        return samples.many_pages(40)
+        return pdfs.many_pages(40)
     if name == "form":
-        return with_active_content(samples.all_samples()[name])
-    return samples.all_samples()[name]
+        return with_active_content(pdfs.all_samples()[name])
+    return pdfs.all_samples()[name]
 
 
 def with_active_content(data: bytes) -> bytes:

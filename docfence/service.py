@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO
 
-from docfence import layout
+from docfence import storage_keys as layout
 from docfence.blobs import BlobStore, RegionRouter
 from docfence.blobs.sealed import PasswordSeal, load_key
 from docfence.config import Settings

@@ -21,15 +21,15 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from docfence.benchmarks.harness import start_worker, worker_env
 from docfence.blobs import open_blob_store
 from docfence.config import load_settings
 from docfence.core.clock import monotonic, utcnow
 from docfence.core.records import Job
 from docfence.core.states import JobState
-from docfence.layout import attempt_of_staging_key
-from docfence.runtime import Runtime
+from docfence.harness.workers import start_worker, worker_env
 from docfence.service import Principal, Service, SubmitRequest
+from docfence.storage_keys import attempt_of_staging_key
+from docfence.wiring import Runtime
 
 PRINCIPAL = Principal("chaos", "chaos", ("admin",))
 LEASE_TTL_S, RECONCILE_S = 2.0, 0.3
@@ -44,9 +44,9 @@ class Kill:
 
 
 def _submit_all(rt: Runtime, jobs: int, deadline_s: float) -> list[str]:
-    from docfence.engines import samples
+    from docfence.samples import pdfs
 
-    docs = list(samples.all_samples().values())
+    docs = list(pdfs.all_samples().values())
     service = Service(rt.settings, rt.store, rt.regions, signing_secret=b"chaos" * 8)
     ids = []
     for i in range(jobs):

@@ -16,7 +16,7 @@ from docfence.core.access import Principal
 from docfence.core.clock import monotonic
 from docfence.core.policy import JobPolicy
 from docfence.core.records import NewJob
-from docfence.engines import samples
+from docfence.samples import pdfs
 from docfence.service import SubmitRequest, build_service
 from docfence.store import open_store
 
@@ -53,7 +53,7 @@ def service_rates(url: str, jobs: int, batch: int, folder: Path) -> dict[str, fl
     settings = Settings(database_url=url, storage_url=f"file://{folder}/objects", signing_secret="b" * 32)
     service = build_service(settings)
     principal = Principal("bench", "bench", ("submit", "read"))
-    pdf = samples.many_pages(1)
+    pdf = pdfs.many_pages(1)
     try:
         def one_at_a_time() -> None:
             for i in range(jobs):

@@ -46,8 +46,8 @@ def measure_procrastinate(jobs: int, workers: int) -> float | None:
         import procrastinate  # noqa: F401
     except ImportError:
         return None
-    from docfence.benchmarks.harness import temporary_pg_database
-    from docfence.benchmarks.processes import run_processes
+    from docfence.harness.databases import temporary_pg_database
+    from docfence.harness.processes import run_processes
 
     with temporary_pg_database("docfence_bench_proc") as url:
         app = _app(url)

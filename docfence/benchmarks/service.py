@@ -20,9 +20,10 @@ from typing import Any
 import httpx
 
 from docfence.benchmarks.dense import dense_pdf, stamp_pdf
-from docfence.benchmarks.harness import REPO, start_worker, stop, temporary_pg_database, wait_for
 from docfence.config import environment, load_settings
 from docfence.core.clock import monotonic
+from docfence.harness.databases import temporary_pg_database
+from docfence.harness.workers import REPO, start_worker, stop, wait_for
 from docfence.service import build_service
 
 HANG_GUARD_S = 600.0  # a stuck job fails the run; it bounds nothing that is measured
@@ -217,12 +218,12 @@ def _engine_loop(doc: bytes, policy_dict: dict[str, Any], samples: int) -> tuple
     from docfence.core.policy import JobPolicy
 
     policy = JobPolicy.from_dict(policy_dict)
-    result = engines.process(doc, policy)  # warm
+    result = engines.watermark_document(doc, policy)  # warm
     times = []
     cpu_started = _cpu_with_subprocesses()
     for _ in range(samples):
         started = monotonic()
-        result = engines.process(doc, policy)
+        result = engines.watermark_document(doc, policy)
         times.append(monotonic() - started)
     return statistics.median(times), (_cpu_with_subprocesses() - cpu_started) / samples, result.pages
 

@@ -14,7 +14,7 @@ from importlib import metadata
 from docfence.cli.errors import EXIT_USAGE, OneLineParser, run_command
 
 # Modules under docfence.cli that provide commands; each owns its own arguments.
-COMMAND_MODULES = ("runtime", "watermark", "jobs", "keys", "serve", "data", "reports", "bench",
+COMMAND_MODULES = ("ops", "watermark", "jobs", "keys", "serve", "data", "reports", "bench",
                    "inspect", "capacity", "webhooks", "verify")
 
 

@@ -36,7 +36,7 @@ def register(sub: Any) -> None:
 
 
 def _runtime() -> Any:
-    from docfence.runtime import Runtime
+    from docfence.wiring import Runtime
 
     return Runtime.open(load_settings())
 

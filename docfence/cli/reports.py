@@ -145,7 +145,7 @@ def read_json_file(flag: str, path: str) -> Any:
 
 
 def _runtime() -> Any:
-    from docfence.runtime import Runtime
+    from docfence.wiring import Runtime
 
     return Runtime.open(load_settings())
 

@@ -1,8 +1,8 @@
 """The watermark engines: bytes in -> bytes out, no jobs, database or HTTP.
 
-`process` runs preflight -> vector or raster per policy -> validation; it raises DocumentError subclasses
-(ValidationFailed carries `.report`) and never returns an output that failed validation. Safe to call in a
-child process (no global state besides font caches).
+`watermark_document` runs preflight -> vector or raster per policy -> validation; it raises DocumentError
+subclasses (ValidationFailed carries `.report`) and never returns an output that failed validation. Safe to
+call in a child process (no global state besides font caches).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ class ProcessResult:
     mode: str
 
 
-def process(data: bytes, policy: JobPolicy, *, password: str | None = None,
+def watermark_document(data: bytes, policy: JobPolicy, *, password: str | None = None,
             on_pages: Callable[[int], None] | None = None) -> ProcessResult:
     """Watermark `data` per `policy`; raises DocumentError subclasses (ValidationFailed with `.report`).
     `on_pages` hears the page count once preflight knows it (the sandbox sizes its time budget by it)."""
@@ -52,15 +52,16 @@ def process(data: bytes, policy: JobPolicy, *, password: str | None = None,
         opened = preflight(source, policy, password)
         opened.notes = [*notes, *(n for n in opened.notes if n not in notes)]
     mode = Mode(policy.mode).value
+    references: list[Any] = []  # raster: the engine's renders of the input, for the pixel proof
     if mode == "vector":
         output = watermark_vector(opened, policy)
     else:
-        output = watermark_raster(source, opened, policy)
+        output = watermark_raster(source, opened, policy, references)
     if len(output) > policy.limits.max_output_bytes:
         raise OverLimits("The output is larger than the configured output limit.")
     report = validate(
         source, output, MarkSet.of(policy), mode=mode, password=password, dpi=policy.dpi,
-        sanitize=policy.sanitize, level=policy.validation,
+        sanitize=policy.sanitize, level=policy.validation, references=references or None,
     )
     report["encrypted"] = opened.encrypted
     report["sanitize"] = sanitised.report()
@@ -76,4 +77,4 @@ def _pages_touched(stripped: list[Any]) -> bool:
     return any(not str(f.where).startswith(("trailer", "catalog")) for f in stripped)
 
 
-__all__ = ["ProcessResult", "process"]
+__all__ = ["ProcessResult", "watermark_document"]

@@ -34,7 +34,7 @@ def sign_validated(output: bytes, policy: JobPolicy, signing_key: Any) -> tuple[
         raise ConfigError("the class signs its outputs but the worker has no [signing] key")
     signed = signing.sign(output, policy.signing, signing_key)
     report: dict[str, Any] = {"ok": True, "stage": "signing", "checks": []}
-    _require(report, signing.prove(signed, policy.signing, signing_key))
+    _require(report, signing.prove(signed, policy.signing, signing_key, validated=output))
     return signed, report
 
 

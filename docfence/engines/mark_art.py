@@ -198,7 +198,7 @@ def _svg_pdf(data: bytes) -> bytes:
     validator (which rebuilds the mark to compare) import the very same bytes."""
     from weasyprint import HTML
 
-    from docfence.engines.report_fetch import BundleFetcher, quiet_weasyprint
+    from docfence.engines.report.fetch import BundleFetcher, quiet_weasyprint
 
     width, height = _svg_size(data)
     fetcher = BundleFetcher({"mark.svg": data})

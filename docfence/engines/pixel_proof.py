@@ -10,17 +10,34 @@ RENDER_PX = 110.0  # longest side of the low-resolution comparison render
 _RASTER_NOISE = 8.0  # mean difference a re-rasterised page may show from resampling alone
 
 
+def _small_scale(size: tuple[float, float]) -> float:
+    w, h = size
+    return max(RENDER_PX / max(w, h, 1.0), 1.0 if min(w, h) < 200 else 0.0)
+
+
+def proof_scale(size: tuple[float, float], dpi: int) -> tuple[float, int]:
+    """(render scale, reduction factor) of a raster comparison render of a page of `size` points."""
+    scale = _small_scale(size)
+    fine = max(dpi / 72.0, scale)
+    return fine, max(1, round(fine / scale))
+
+
 def render(page: pdfium.PdfPage, dpi: int | None = None) -> Image.Image:
     """Low-resolution render. For raster outputs, both sides are rendered at the raster DPI and then
     area-averaged, so hairlines (one device pixel at any scale) weigh the same in input and output."""
-    w, h = page.get_size()
-    scale = max(RENDER_PX / max(w, h, 1.0), 1.0 if min(w, h) < 200 else 0.0)
-    if dpi is None:
-        return page.render(scale=scale, draw_annots=True, may_draw_forms=True).to_pil().convert("RGB")
-    fine = max(dpi / 72.0, scale)
-    factor = max(1, round(fine / scale))
+    fine, factor = (_small_scale(page.get_size()), 1) if dpi is None else proof_scale(page.get_size(), dpi)
     img = page.render(scale=fine, draw_annots=True, may_draw_forms=True).to_pil().convert("RGB")
-    return img.reduce(factor)
+    return img.reduce(factor) if factor > 1 else img
+
+
+def reference(full: Image.Image, size: tuple[float, float], dpi: int) -> Image.Image | None:
+    """What `render(page, dpi)` gives, made from `full`, a render of the page (`size` points) at `dpi`
+    with annotations and forms (the raster engine's, before the mark); None when that render is not the
+    one `render` would make."""
+    fine, factor = proof_scale(size, dpi)
+    if fine != dpi / 72.0:
+        return None
+    return full.reduce(factor) if factor > 1 else full.copy()
 
 
 def render_like(page: pdfium.PdfPage, size: tuple[int, int]) -> Image.Image:

@@ -8,38 +8,39 @@ Artifact on exactly the selected pages (see page_checks); pixels prove the mark 
 cannot (content that may cover it) plus a sample; a second reader (libqpdf re-reading the bytes, and
 poppler) opens the output.
 Vector, exhaustive: all of that plus render and text-extract every page of both files.
-Raster: page count, visible size, watermark pixels on every page, second reader.
+Raster: page count, visible size, watermark pixels on every page (which side is rendered, decoded or the
+engine's own render: raster_proof), second reader.
 """
 
 from __future__ import annotations
 
 import functools
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pikepdf
 import pypdfium2 as pdfium
+from PIL import Image
 
 from docfence.core.errors import ValidationFailed
 from docfence.core.policy import SanitizePolicy, WatermarkSpec
 from docfence.engines import page_checks
 from docfence.engines import page_facts as facts
 from docfence.engines.geometry import PageGeometry, page_geometry
+from docfence.engines.mark_pixels import coverage_mask
 from docfence.engines.marks import MarkSet
 from docfence.engines.parallel import run_parallel, split, usable_cores
 from docfence.engines.pixel_proof import (
     RENDER_PX,
     page_text,
-    raster_pixel_problem,
-    raster_unselected_problem,
     render,
     render_like,
     vector_pixel_problem,
 )
+from docfence.engines.raster_proof import RasterSides, page_problem
 from docfence.engines.sanitize_residue import residue_check
 from docfence.engines.second_reader import SecondReader
-from docfence.engines.wm_layer import coverage_mask
 
 Check = dict[str, Any]
 _MAX_DETAILS = 10
@@ -82,11 +83,13 @@ def validate(
     dpi: int = 150,
     level: str = "standard",
     sanitize: SanitizePolicy | None = None,
+    references: Sequence[Image.Image | None] | None = None,
 ) -> dict[str, Any]:
     """Compare `output` with `source`; returns {"ok", "mode", "level", "pages", "checks", "notes"}.
 
     `level` is the class's validation level: "standard" or "exhaustive" (see the module docstring);
-    `spec` is the job's marks (a lone WatermarkSpec: one mark, its text drawn literally)."""
+    `spec` is the job's marks (a lone WatermarkSpec: one mark, its text drawn literally); `references`
+    (raster, standard level): the raster engine's renders of the input pages (see raster_proof)."""
     marks = MarkSet.coerce(spec)
     pw = password or ""
     src = _open(source, pw)
@@ -105,8 +108,10 @@ def validate(
     # nothing of a kind the sanitiser strips may be left (engines/sanitize*); runs beside the page proof
     residue = (lambda: residue_check(out, sanitize)) if sanitize is not None else None
     try:
-        checks, notes = _checks(
-            source, output, pw, marks, src_pages, (out_pages, out_geos), mode, dpi, level, residue)
+        # the engine's renders stand in for the validator's own only at the standard level
+        usable = mode != "vector" and level != "exhaustive" and len(references or ()) == len(src_pages)
+        out_side = (out_pages, out_geos, references if usable else None)
+        checks, notes = _checks(source, output, pw, marks, src_pages, out_side, mode, dpi, level, residue)
     finally:
         second = reader.finish(out_geos)
     checks.insert(0, _opens_cleanly(out))
@@ -135,13 +140,13 @@ def _checks(
     pw: str,
     spec: MarkSet,
     src_pages: list[pikepdf.Dictionary],
-    out: tuple[list[pikepdf.Dictionary], list[PageGeometry]],
+    out: tuple[list[pikepdf.Dictionary], list[PageGeometry], Sequence[Image.Image | None] | None],
     mode: str,
     dpi: int,
     level: str,
     side: Callable[[], Check] | None,
 ) -> tuple[list[Check], list[str]]:
-    out_pages, out_geos = out
+    out_pages, out_geos, references = out
     count = len(src_pages)
     checks: list[Check] = [
         check(
@@ -157,7 +162,11 @@ def _checks(
     geos = [page_geometry(p) for p in src_pages]
     if mode != "vector":
         checks.append(facts.visible_size_check(src_pages, out_pages))
-        checks += split_pixel_checks(source, output, pw, selected, mode, spec, geos, range(count), dpi)
+        pages = range(count)
+        sample = frozenset(pages if level == "exhaustive" else sample_pages(geos, selected))
+        raster = RasterSides(out_pages, out_geos, references, sample, dpi)
+        checks += split_pixel_checks(source, output, pw, selected, mode, spec, geos, pages, dpi, raster)
+        checks[-1]["method"] = raster.method()
         checks += [side()] if side else []
         return checks, ["raster mode: text, links, annotations and form fields are intentionally not kept"]
     pair = page_checks.Pair(src_pages, out_pages, spec, selected, geos, out_geos)
@@ -256,6 +265,11 @@ def pixel_pages(
     found: page_checks.RangeFindings, geos: list[PageGeometry], selected: list[bool]
 ) -> list[int]:
     """Pages whose mark only pixels can prove, plus a sample: first, last, one per geometry."""
+    return sorted(set(sample_pages(geos, selected)) | set(found.needs_pixels))
+
+
+def sample_pages(geos: list[PageGeometry], selected: list[bool]) -> list[int]:
+    """First, last and one page per geometry and selection (at most _SAMPLE_PAGES)."""
     sample: list[int] = []
     seen: set[tuple[object, ...]] = set()
     for i, geo in enumerate(geos):
@@ -264,7 +278,7 @@ def pixel_pages(
             seen.add(key)
             sample.append(i)
     sample.append(len(geos) - 1)
-    return sorted(set(sample) | set(found.needs_pixels))
+    return sorted(set(sample))
 
 
 def _why(found: page_checks.RangeFindings, render: list[int] | range) -> dict[str, str]:
@@ -285,6 +299,7 @@ def split_pixel_checks(
     geos: list[PageGeometry],
     pages: list[int] | range,
     dpi: int | None = None,
+    raster: RasterSides | None = None,
 ) -> list[Check]:
     """pixel_checks over `pages`, split across the usable cores when there are enough pages to pay for
     the forks (raster validation, exhaustive mode); a piece that dies fails the checks closed."""
@@ -292,9 +307,9 @@ def split_pixel_checks(
     cores = usable_cores() if len(pages) >= _PARALLEL_FROM_RENDERS else 1
     parts = [pages[a:b] for a, b in split(len(pages), cores)]
     if len(parts) <= 1:
-        return pixel_checks(source, output, pw, selected, mode, spec, geos, pages, dpi)
+        return pixel_checks(source, output, pw, selected, mode, spec, geos, pages, dpi, raster)
     run = functools.partial(pixel_checks, source, output, pw, selected, mode, spec, geos)
-    results = run_parallel([functools.partial(run, part, dpi) for part in parts])
+    results = run_parallel([functools.partial(run, part, dpi, raster) for part in parts])
     names = ["text_extracted", "watermark_rendered"] if mode == "vector" else ["watermark_rendered"]
     merged: dict[str, Check] = {}
     for part, result in zip(parts, results, strict=True):
@@ -318,6 +333,7 @@ def pixel_checks(
     geos: list[PageGeometry],
     pages: list[int] | range,
     dpi: int | None = None,
+    raster: RasterSides | None = None,
 ) -> list[Check]:
     """Render `pages` of both at low resolution (and extract their text once): the mark must change
     selected pages and only those; text must match."""
@@ -332,7 +348,8 @@ def pixel_checks(
         out_doc.init_forms()
         text_failures, mark_failures = [], []
         for i in pages:
-            same_text, problem = _compare_page(src_doc, out_doc, i, selected[i], mode, spec, geos[i], dpi)
+            same_text, problem = _compare_page(
+                src_doc, out_doc, i, selected[i], mode, spec, geos[i], dpi, raster)
             if not same_text:
                 text_failures.append(f"page {i + 1}: extracted text differs")
             if problem:
@@ -358,21 +375,20 @@ def _compare_page(
     spec: MarkSet,
     geo: PageGeometry,
     dpi: int | None,
+    raster: RasterSides | None = None,
 ) -> tuple[bool, str | None]:
     """(same extracted text, pixel problem or None) for one page; both pages are closed afterwards."""
     a, b = src_doc[index], out_doc[index]
     try:
         same_text = mode != "vector" or page_text(a) == page_text(b)
-        img_a = render(a, dpi)
-        img_b = render_like(b, img_a.size) if dpi else render(b)
         drawn = spec.on_page(index, len(out_doc))
         if mode == "vector":
+            img_a = render(a, dpi)
+            img_b = render_like(b, img_a.size) if dpi else render(b)
             mask = coverage_mask(geo, drawn, img_a.size) if is_selected else None
             return same_text, vector_pixel_problem(img_a, img_b, is_selected, mask)
-        if not is_selected:
-            return same_text, raster_unselected_problem(img_a, img_b)
-        faintest = min(m.spec.opacity for m in drawn)
-        return same_text, raster_pixel_problem(img_a, img_b, coverage_mask(geo, drawn, img_a.size), faintest)
+        assert raster is not None, "raster pages are compared through raster_proof"
+        return same_text, page_problem(raster, index, a, b, drawn if is_selected else (), geo)
     finally:
         a.close()
         b.close()

@@ -15,8 +15,8 @@ import pikepdf
 from docfence.core.errors import ConfigError, MalformedPdf
 from docfence.core.policy import JobPolicy, WatermarkSpec
 from docfence.engines.geometry import Matrix, PageGeometry, multiply
-from docfence.engines.layout import placements
 from docfence.engines.mark_art import ArtShop
+from docfence.engines.mark_placement import placements
 from docfence.engines.marks import MarkSet, PageMark
 from docfence.engines.preflight import OpenedPdf
 

@@ -9,7 +9,7 @@ import logging
 from dataclasses import dataclass
 
 from docfence.blobs.regions import RegionRouter
-from docfence.layout import job_prefix
+from docfence.storage_keys import job_prefix
 from docfence.store.base import Store
 
 log = logging.getLogger("docfence.deletion")

@@ -11,7 +11,7 @@ from docfence.blobs.base import BlobStore
 from docfence.blobs.local import LocalBlobStore
 from docfence.blobs.regions import RegionRouter
 from docfence.core.errors import DocfenceError, NotFound
-from docfence.layout import attempt_of_staging_key
+from docfence.storage_keys import attempt_of_staging_key
 from docfence.store.base import Store
 
 TEMP_MIN_AGE_S = 60.0  # never remove a temp file written to within this, whatever staging_grace_s says

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from docfence import layout
+from docfence import storage_keys as layout
 from docfence.blobs import RegionRouter
 from docfence.core.clock import Clock, SystemClock
 from docfence.core.errors import BlobError, DocfenceError, ProviderError, StaleAttempt

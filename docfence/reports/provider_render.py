@@ -13,10 +13,10 @@ from docfence.blobs import RegionRouter
 from docfence.core.errors import BlobError
 from docfence.core.policy import JobPolicy
 from docfence.core.records import Job
-from docfence.engines.report_data import validate_data
-from docfence.engines.report_jinja import render_html
-from docfence.engines.report_job import parse_snapshot
+from docfence.engines.report.data import validate_data
+from docfence.engines.report.jinja import render_html
 from docfence.sandbox import Sandbox, Task
+from docfence.sandbox.report_job import parse_snapshot
 
 
 def provider_input(router: RegionRouter, job: Job) -> bytes:

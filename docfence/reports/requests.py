@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from docfence import layout
+from docfence import storage_keys
 from docfence.blobs import RegionRouter
 from docfence.config import Settings
 from docfence.core.access import check_tenant
@@ -33,10 +33,10 @@ from docfence.core.marks import resolve_fields
 from docfence.core.policy import JobPolicy, Kind, WatermarkSpec
 from docfence.core.records import Job, NewJob
 from docfence.core.states import JobState
-from docfence.engines.report import VARIANTS
-from docfence.engines.report_data import validate_data
-from docfence.engines.report_job import build_snapshot
+from docfence.engines.report.data import validate_data
+from docfence.engines.report.render import VARIANTS
 from docfence.reports.templates import check_template_id, report_store
+from docfence.sandbox.report_job import build_snapshot
 from docfence.store.base import Store
 from docfence.store.reports import ProviderObservation, ReportRequest, TemplateVersion
 
@@ -233,7 +233,7 @@ class ReportRequests:
         submission's do; a retry is a new job, so it gets its own."""
         blobs = self.router.for_region(policy.region)
         job_id = new_id()
-        input_key = layout.input_key(request.tenant, job_id)
+        input_key = storage_keys.input_key(request.tenant, job_id)
         info = blobs.put(input_key, snapshot)
         policy = self._with_fields(policy, job_id=job_id, tenant=request.tenant, sha256=info.sha256)
         new = NewJob(

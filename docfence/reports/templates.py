@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from docfence.core.errors import ConfigError, NotFound, TemplateError
-from docfence.engines.report_bundle import TemplateBundle, load_bundle, template_hash
-from docfence.engines.report_data import check_schema
+from docfence.engines.report.bundle import TemplateBundle, load_bundle, template_hash
+from docfence.engines.report.data import check_schema
 from docfence.store.base import Store
 from docfence.store.reports import ALL_TENANTS, TemplateInfo, TemplateVersion
 from docfence.store.sqlstore import SqlStore

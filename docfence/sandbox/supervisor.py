@@ -8,6 +8,7 @@ side that holds leases or talks to the store; `heartbeat` is called while a task
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -26,6 +27,7 @@ from docfence.config import sandbox_environment
 from docfence.core.clock import monotonic
 from docfence.core.policy import JobPolicy, Mode
 from docfence.sandbox import protocol
+from docfence.sandbox.confine import available
 from docfence.sandbox.outcomes import Outcome, from_answer, from_exit
 from docfence.sandbox.work import KINDS
 
@@ -101,6 +103,7 @@ class Sandbox:
                 self._ensure_zygote()
             elif self._proc is None:
                 self._spawn()
+        _warn_if_unconfined()
 
     def close(self) -> None:
         """Stop the zygote; it kills any render process still running."""
@@ -298,3 +301,16 @@ class _Watch:
     def _kill(self, why: str) -> None:
         self.killed_for, self.killed_at = why, monotonic()
         self.sandbox.kill(self.token)
+
+
+@functools.cache
+def _warn_if_unconfined() -> None:
+    """Once per process: say so when this kernel cannot confine render processes (confine.py)."""
+    abi = available()
+    if abi == 0:
+        log.warning("this kernel has no Landlock: render processes run unconfined (they can read what "
+                    "this user can read and open network connections); see docs/security.md")
+    elif abi < 6:
+        log.warning("Landlock ABI %d: render processes are confined to their files%s, but may signal "
+                    "other processes; Linux 6.12+ confines those too", abi,
+                    "" if abi >= 4 else " (not from TCP connections)")

@@ -1,7 +1,7 @@
 """What a render process does with one task: bytes in (a file), bytes out (a file), an Outcome.
 
 Runs only inside a freshly forked child of the zygote; it never talks to the store or the network.
-Task kinds: "watermark" (engines.process, then the verification code), "report" (a frozen template
+Task kinds: "watermark" (engines.watermark_document, then the verification code), "report" (a frozen template
 version + data), "provider_check" (a provider's PDF: watermarked and validated when the policy has a mark,
 else opened) and "sign" (an output validated by an earlier task, signed; only this kind gets the key).
 """
@@ -50,7 +50,7 @@ def _dispatch(kind: str, data: bytes, policy: JobPolicy, password: str | None,
     if kind == "watermark":
         from docfence.engines.issue import issue
 
-        result = engines.process(data, policy, password=password, on_pages=on_pages)
+        result = engines.watermark_document(data, policy, password=password, on_pages=on_pages)
         # after validation, the verification code (engines/issue.py); signing is a task of its own
         output = issue(result.output, result.validation, policy, password=password)
         return output, result.pages, result.validation
@@ -64,7 +64,7 @@ def _dispatch(kind: str, data: bytes, policy: JobPolicy, password: str | None,
         signed, report = sign_validated(data, policy, SigningKey.from_request(signing))
         return signed, 0, report
     if kind == "report":
-        from docfence.engines.report_job import render_report_job
+        from docfence.sandbox.report_job import render_report_job
 
         result = render_report_job(data, policy)
         return result.output, result.pages, result.validation
@@ -77,12 +77,12 @@ def _provider_check(data: bytes, policy: JobPolicy,
                     on_pages: Callable[[int], None]) -> tuple[bytes, int, dict[str, Any]]:
     """A provider's PDF is untrusted input like any upload."""
     from docfence import engines
-    from docfence.engines.report_job import opens_checks
+    from docfence.sandbox.report_job import opens_checks
 
     if not data.startswith(b"%PDF-"):
         raise NotAPdf("the provider's output is not a PDF")
     if policy.watermark is not None:
-        result = engines.process(data, policy.evolve(kind=Kind.WATERMARK), on_pages=on_pages)
+        result = engines.watermark_document(data, policy.evolve(kind=Kind.WATERMARK), on_pages=on_pages)
         return result.output, result.pages, result.validation
     pages = _page_count(data)
     return data, pages, {"ok": True, "mode": "provider", "pages": pages, "checks": opens_checks(pages)}

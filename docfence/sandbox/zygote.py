@@ -7,7 +7,8 @@ Control messages: {"op": "run", "token", "request"} with the task's socket attac
 end of its secrets pipe, which only the child reads), {"op": "kill", "token"}. On a task's socket
 it sends {"pid"} after the fork and {"exit": wait status} after reaping; the child itself sends
 {"pages"} and {"answered"}. It dies with its parent (PR_SET_PDEATHSIG), and
-its children die with it, so no render process outlives the process that asked for it.
+its children die with it, so no render process outlives the process that asked for it. Each child
+confines itself (confine.py) before it reads its document.
 """
 
 from __future__ import annotations
@@ -19,15 +20,20 @@ import os
 import resource
 import secrets
 import selectors
+import shutil
 import signal
 import socket
 import stat
 import sys
+import tempfile
 from collections.abc import Callable
 from typing import Any
 
 from docfence.core.policy import Mode
 from docfence.sandbox import protocol
+from docfence.sandbox.confine import Confinement, confine
+
+_TMP_BASE = tempfile.gettempdir()  # the zygote's, before a child points TMPDIR at its own folder
 
 
 class Zygote:
@@ -104,6 +110,7 @@ class Zygote:
                 return
             token, task = self.children.pop(pid, ("", None))
             self.by_token.pop(token, None)
+            shutil.rmtree(private_tmp(pid), ignore_errors=True)  # a killed child could not
             if task is not None:
                 with contextlib.suppress(OSError):
                     protocol.send(task, {"exit": status})
@@ -130,19 +137,43 @@ def _child(task: socket.socket, request: dict[str, Any], zygote: int, secrets_fd
         protocol.set_process_name(protocol.RENDER_NAME)
         _close_other_fds(keep={0, 1, 2, task.fileno()} | ({secrets_fd} if secrets_fd is not None else set()))
         _limit(request["memory_mb"], request["cpu_s"])
+        confined = _confine(request)
         from docfence.sandbox.work import run_task
 
         cost.mark("setup")
         outcome = run_task(request, lambda pages: protocol.send(task, {"pages": pages}), secrets_fd)
         cost.mark("task")
         answer = {**outcome.to_message(),
-                  "process": {"pid": os.getpid(), "token": secrets.token_hex(8), **cost.report()}}
+                  "process": {"pid": os.getpid(), "token": secrets.token_hex(8), "confined": confined,
+                              **cost.report()}}
         _write_answer(request["answer"], answer)
         protocol.send(task, {"answered": True})
     except BaseException:  # no answer: the parent maps the exit to render_crashed
         code = 70
     finally:
+        shutil.rmtree(private_tmp(os.getpid()), ignore_errors=True)  # its content; the zygote removes it
         os._exit(code)  # never run the zygote's atexit handlers or flush its buffers
+
+
+def private_tmp(pid: int) -> str:
+    """The temporary folder of render process `pid` (its second reader's copies): the process empties it
+    as it exits, the zygote removes it when it reaps the process (killed or not)."""
+    return os.path.join(_TMP_BASE, f"docfence-render-{pid}")
+
+
+def _confine(request: dict[str, Any]) -> int:
+    """Private temporary folder, output and answer files created, then Landlock (confine.py): the
+    Landlock ABI applied, 0 when the kernel has none."""
+    tmp = private_tmp(os.getpid())
+    shutil.rmtree(tmp, ignore_errors=True)  # a killed process of a reused pid left it
+    os.mkdir(tmp, 0o700)
+    os.environ["TMPDIR"] = tempfile.tempdir = tmp
+    for path in (request["output"], request["answer"]):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    hook_dir = os.environ.get("DOCFENCE_FAULTS_DIR") if os.environ.get("DOCFENCE_FAULTS") else None
+    return confine(Confinement(read_files=(request["input"],),
+                               write_files=(request["output"], request["answer"]),
+                               private_dirs=(tmp, *([hook_dir] if hook_dir else []))))
 
 
 class _Cost:
@@ -239,25 +270,25 @@ def _warm_marks(*, default_only: bool) -> None:
     still works, it builds its own."""
     from docfence import engines
     from docfence.config import load_settings
-    from docfence.engines import samples
+    from docfence.samples import pdfs
 
     with contextlib.suppress(Exception):  # only a cache: a bad configuration fails in its own jobs
         settings = load_settings()
         names = [settings.default_class] if default_only else list(settings.all_classes())
         for name in names:
             policy = settings.policy_for(name)
-            for size in (samples.LETTER, samples.A4):
+            for size in (pdfs.LETTER, pdfs.A4):
                 with contextlib.suppress(Exception):
-                    engines.process(samples.many_pages(1, size), policy)
+                    engines.watermark_document(pdfs.many_pages(1, size), policy)
 
 
 def _sample(mode: str) -> None:
     from docfence import engines
     from docfence.core.policy import JobPolicy
-    from docfence.engines import samples
+    from docfence.samples import pdfs
 
     with contextlib.suppress(Exception):  # a broken engine shows up in the first real job, coded
-        engines.process(samples.links(), JobPolicy(mode=Mode(mode), dpi=72))
+        engines.watermark_document(pdfs.links(), JobPolicy(mode=Mode(mode), dpi=72))
 
 
 def _import_issue_stages() -> None:
@@ -284,7 +315,7 @@ def _warm_sign() -> None:
 
 
 def _import_reports() -> None:
-    import docfence.engines.report_job  # noqa: F401  (weasyprint: the slowest import by far)
+    import docfence.sandbox.report_job  # noqa: F401  (weasyprint: the slowest import by far)
 
 
 def _freeze() -> None:

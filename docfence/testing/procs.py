@@ -1,9 +1,10 @@
-"""Real worker processes for fault tests (the helpers live with the benchmarks, which use them too)."""
+"""Real worker processes for fault tests: the harness's (which the benchmarks use too), and a render budget
+long enough that load cannot fail a job whose subject is not the budget."""
 
 from pathlib import Path
 
-from docfence.benchmarks.harness import REPO, start_worker, stop, wait_for, worker_env
 from docfence.core.policy import Limits
+from docfence.harness.workers import REPO, start_worker, stop, wait_for, worker_env
 
 __all__ = ["LONG_BUDGET_LIMITS", "REPO", "long_budget_config", "start_worker", "stop", "wait_for",
            "worker_env"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from docfence.benchmarks.harness import pg_url_for, temporary_pg_database
 from docfence.core.clock import Clock
+from docfence.harness.databases import pg_url_for, temporary_pg_database
 from docfence.store.postgres import PostgresStore
 from docfence.store.sqlite import SqliteStore
 

@@ -34,9 +34,9 @@ from docfence.core.ids import new_id
 from docfence.core.policy import Kind
 from docfence.core.records import ArtifactInfo, Claim, Job
 from docfence.faults import fault_point
-from docfence.layout import job_prefix, staging_key
 from docfence.observability import metrics
 from docfence.sandbox import Outcome, Sandbox, Task
+from docfence.storage_keys import job_prefix, staging_key
 from docfence.store.base import Store
 from docfence.worker.committer import Committer, StagedResult
 from docfence.worker.leases import Lease, LeaseKeeper

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from starlette.types import Receive, Scope, Send
 
-from docfence import layout
+from docfence import storage_keys
 from docfence.api import create_app
 from docfence.client import DocfenceClient
 from docfence.config import Settings
@@ -71,7 +71,7 @@ class ApiEnv:
     def commit(self, claim: Any, data: bytes = b"%PDF-1.4 watermarked\n", pages: int = 1) -> Job:
         """Play the worker for a claim already taken: publish under its artifact key, fenced commit."""
         job_id = claim.job.id
-        key = layout.artifact_key(claim.job.tenant, job_id, claim.attempt)
+        key = storage_keys.artifact_key(claim.job.tenant, job_id, claim.attempt)
         self.service.router.for_region(claim.job.region).put(key, data)
         info = ArtifactInfo(key=key, sha256=hashlib.sha256(data).hexdigest(), bytes=len(data), pages=pages)
         return self.store.complete(job_id, claim.attempt, "test-worker", info)

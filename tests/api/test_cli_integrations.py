@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from docfence.blobs.sealed import PasswordSeal, load_key
-from docfence.layout import job_prefix
+from docfence.storage_keys import job_prefix
 
 from .conftest import PDF, ApiEnv
 from .test_cli import cli, shell  # noqa: F401  (the fixture)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import httpx
 
-from docfence import layout
+from docfence import storage_keys
 
 from .conftest import ApiEnv
 from .test_security import _auth, _redirect, _succeeded_job
@@ -26,7 +26,7 @@ def test_delete_over_http(any_env: ApiEnv) -> None:
     assert done.status_code == 200, done.text
     assert done.json()["deleted_at"] is not None and done.json()["state"] == "succeeded"
     store = env.service.router.for_region("local")
-    assert list(store.list(layout.job_prefix("acme", job_id).rstrip("/"))) == []
+    assert list(store.list(storage_keys.job_prefix("acme", job_id).rstrip("/"))) == []
     assert httpx.get(f"{env.base_url}{location}").status_code == 410
     assert httpx.get(f"{url}/artifact", headers=_auth(key)).status_code == 410
     events = [e for e in env.store.audit_events(job_id) if e.action.startswith("bytes_")]

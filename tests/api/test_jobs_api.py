@@ -258,9 +258,9 @@ def _run_worker(env: ApiEnv, tmp_path: Path) -> None:
 
 
 def test_real_worker_watermarks_end_to_end(any_env: ApiEnv, tmp_path: Path) -> None:
-    from docfence.engines import samples
+    from docfence.samples import pdfs
 
-    source = samples.mixed_sizes()
+    source = pdfs.mixed_sizes()
     with any_env.client() as client:
         job = client.submit(source, idempotency_key="real-1", watermark={"text": "EXTERNAL COPY"})
         _run_worker(any_env, tmp_path)  # --until-idle: renders the queued job, then exits

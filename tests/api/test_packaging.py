@@ -75,6 +75,7 @@ def test_the_wheel_installs_into_a_clean_venv_and_runs_the_demo(tmp_path: Path) 
         names = archive.namelist()
     assert b"License-Expression: Apache-2.0" in meta
     assert any(n.endswith("migrations/sqlite/001_jobs.sql") for n in names)
+    assert any(n.endswith("samples/report_templates/monthly/template.html") for n in names)  # package data
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
     clean_env = {k: v for k, v in os.environ.items()

@@ -17,8 +17,8 @@ from docfence.blobs.sealed import PasswordSeal, load_key, password_key
 from docfence.client import InvalidRequest, JobFailed
 from docfence.config import Settings
 from docfence.core.errors import ConfigError
-from docfence.engines import samples
-from docfence.layout import job_prefix
+from docfence.samples import pdfs
+from docfence.storage_keys import job_prefix
 from docfence.worker.runner import Worker
 
 from .conftest import ApiEnv
@@ -27,7 +27,7 @@ PASSWORD = "Corr3ct-h0rse-\u00e9-battery"  # distinctive, so any leak is found b
 
 
 def _encrypted() -> bytes:
-    pdf = pikepdf.open(io.BytesIO(samples.many_pages(2)))
+    pdf = pikepdf.open(io.BytesIO(pdfs.many_pages(2)))
     out = io.BytesIO()
     pdf.save(out, encryption=pikepdf.Encryption(owner="owner-" + PASSWORD, user=PASSWORD, R=6))
     return out.getvalue()

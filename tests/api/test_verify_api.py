@@ -14,7 +14,7 @@ import pytest
 from docfence.config import DocumentClass, VerificationConfig
 from docfence.core.clock import FakeClock
 from docfence.core.policy import VerificationSpec
-from docfence.engines import samples
+from docfence.samples import pdfs
 from docfence.testing.stores import temporary_pg_database
 from docfence.verification import verification_code
 
@@ -41,7 +41,7 @@ def venv(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore[no-unt
 def _issued(env: ApiEnv, tenant: str = "acme", document_class: str = "shared") -> tuple[str, str]:
     """A succeeded job of `document_class` and the code its QR carries."""
     with env.client(env.key(tenant)) as client:
-        job = client.submit(samples.many_pages(1), document_class=document_class)
+        job = client.submit(pdfs.many_pages(1), document_class=document_class)
     env.finish(job.id, ISSUED)
     spec = env.store.get(job.id).policy.verification
     return job.id, spec.code if spec else ""
@@ -53,7 +53,7 @@ def test_submission_freezes_the_url_and_code_in_the_policy(venv: ApiEnv) -> None
     spec = job.policy.verification
     with venv.client() as client:
         assert spec is not None and client.get(job_id).raw["verification_url"] == spec.url
-        plain = client.submit(samples.many_pages(1), document_class="default")
+        plain = client.submit(pdfs.many_pages(1), document_class="default")
         assert plain.raw["verification_url"] is None
     assert spec is not None and spec.pages == "all"
     assert code == verification_code(venv.service._secret, job_id, job.input_sha256 or "")
@@ -78,7 +78,7 @@ def test_every_unverifiable_document_gets_the_same_404(venv: ApiEnv) -> None:
     job_id, code = _issued(venv)
     plain_id, _ = _issued(venv, tenant="other", document_class="default")  # issued without a code
     with venv.client(venv.key("other")) as client:
-        queued = client.submit(samples.many_pages(1), document_class="shared")
+        queued = client.submit(pdfs.many_pages(1), document_class="shared")
     queued_code = venv.store.get(queued.id).policy.verification.code  # type: ignore[union-attr]
     wrong = ("A" if code[0] != "A" else "B") + code[1:]
     asked = [(job_id, wrong), (job_id, None), (job_id, code.lower()), ("01UNKNOWNJOB000000000000000", code),

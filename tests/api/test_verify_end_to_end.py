@@ -18,8 +18,8 @@ from docfence.blobs import RegionRouter
 from docfence.cli import main
 from docfence.config import DocumentClass, SigningConfig, VerificationConfig
 from docfence.core.policy import SigningSpec, VerificationSpec
-from docfence.engines import samples
 from docfence.observability.inspect import format_inspection, inspect_job, inspection_dict
+from docfence.samples import pdfs
 from docfence.testing.signing_ca import write_test_ca
 from docfence.testing.stores import temporary_pg_database
 from docfence.worker.runner import Worker
@@ -51,7 +51,7 @@ def test_issued_document_carries_a_decodable_code_and_a_whole_file_signature(
         issuing_env: ApiEnv, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     env = issuing_env
     with env.client() as client:
-        job = client.submit(samples.many_pages(3), document_class="shared")
+        job = client.submit(pdfs.many_pages(3), document_class="shared")
         worker = Worker(env.settings, env.store, RegionRouter.from_config(env.settings.region_urls()))
         assert worker.run(until_idle=True).succeeded == 1
         done = client.get(job.id)
@@ -106,7 +106,7 @@ def test_an_encrypted_document_of_a_signing_class_fails_with_signing_refused(iss
     import pikepdf
 
     buf = io.BytesIO()
-    with pikepdf.open(io.BytesIO(samples.many_pages(1))) as pdf:
+    with pikepdf.open(io.BytesIO(pdfs.many_pages(1))) as pdf:
         pdf.save(buf, encryption=pikepdf.Encryption(owner="o-secret", user="u-secret", R=6))
     env = issuing_env
     with env.client() as client:
@@ -128,7 +128,7 @@ def test_a_signing_process_that_dies_publishes_nothing_and_requeues_the_job(
     (tmp_path / "faults").mkdir()
     env = issuing_env
     with env.client() as client:
-        job = client.submit(samples.many_pages(1), document_class="shared")
+        job = client.submit(pdfs.many_pages(1), document_class="shared")
         worker = Worker(env.settings, env.store, RegionRouter.from_config(env.settings.region_urls()))
         counters = worker.run(until_idle=True)
         after = client.get(job.id)

@@ -16,10 +16,10 @@ from docfence.config import Settings
 from docfence.core.clock import FakeClock
 from docfence.core.records import ArtifactInfo
 from docfence.core.states import JobState
-from docfence.layout import job_prefix, staging_key
 from docfence.maintenance.deletion import DeletionService
 from docfence.maintenance.reconciler import ReconcileConfig, Reconciler
 from docfence.service import Principal, Service, SubmitRequest
+from docfence.storage_keys import job_prefix, staging_key
 from docfence.testing.blob_contract import run_moto_server
 
 PRINCIPAL = Principal("k1", "t1", ("admin",))

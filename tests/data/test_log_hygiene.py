@@ -19,10 +19,10 @@ import pytest
 
 from docfence.client import DocfenceClient
 from docfence.config import load_settings
-from docfence.engines.report_sample import load_monthly_bundle, sample_monthly_data
-from docfence.runtime import Runtime
+from docfence.samples.monthly_report import load_monthly_bundle, sample_monthly_data
 from docfence.service import build_service
 from docfence.testing.procs import long_budget_config, start_worker, stop, wait_for, worker_env
+from docfence.wiring import Runtime
 
 DOC_SENTINEL = "SENTINELDOCTEXT7F3A"
 DATA_SENTINEL = "SENTINELTEMPLATEDATA91B2"

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from docfence.engines import samples
+from docfence.samples import pdfs
 
 
 @pytest.fixture(scope="session")
 def sample_docs() -> dict[str, bytes]:
-    return samples.all_samples()
+    return pdfs.all_samples()
 
 
 @pytest.fixture(scope="session")
 def pages_200() -> bytes:
-    return samples.many_pages(200)
+    return pdfs.many_pages(200)

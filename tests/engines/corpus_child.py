@@ -14,7 +14,7 @@ import pikepdf
 
 from docfence.core.errors import DocumentError
 from docfence.core.policy import JobPolicy, Mode, WatermarkSpec
-from docfence.engines import process
+from docfence.engines import watermark_document
 
 
 def main(argv: list[str]) -> int:
@@ -23,7 +23,7 @@ def main(argv: list[str]) -> int:
     spec = WatermarkSpec(text="Vertraulich \u2013 Dr. Müller / 患者")
     policy = JobPolicy(mode=Mode(mode), watermark=spec, owner_password_policy=owner_policy)
     try:
-        result = process(Path(path).read_bytes(), policy, password=password)
+        result = watermark_document(Path(path).read_bytes(), policy, password=password)
     except DocumentError as exc:
         failed = [c["name"] for c in getattr(exc, "report", {"checks": []})["checks"] if not c["ok"]]
         print(json.dumps({"code": exc.code, "message": exc.message, "failed": failed}))

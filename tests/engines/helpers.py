@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pikepdf
 
-from docfence.engines import samples
+from docfence.samples import pdfs
 
 CORPUS = Path(__file__).parents[2].parent / "shared" / "corpus"
 UNICODE_MARK = "Vertraulich \u2013 Dr. Müller / 患者"
@@ -72,7 +72,7 @@ def cover_with_image(page: pikepdf.Dictionary, pdf: pikepdf.Pdf, name: str = "/C
 
 def scanned_pages(count: int) -> bytes:
     """Pages that are one opaque full-page image under a line of text, like a scan with an OCR layer."""
-    builder = samples.SampleBuilder()
+    builder = pdfs.SampleBuilder()
     for n in range(count):
         page = builder.page([f"Scanned page {n + 1}"])
         page.Resources = pikepdf.Dictionary(Font=builder.resources.Font, XObject=pikepdf.Dictionary())
@@ -84,7 +84,7 @@ def scanned_pages(count: int) -> bytes:
 def opaque_stamp_page(count: int = 12, stamped: int = 5) -> bytes:
     """`count` text pages; page `stamped` (0-based) lies under an opaque full-page Stamp annotation (its
     appearance is drawn above the content and above an overlay mark)."""
-    builder = samples.SampleBuilder()
+    builder = pdfs.SampleBuilder()
     for n in range(count):
         builder.page([f"Page {n + 1}" + (": text under an opaque stamp" if n == stamped else "")])
     page = builder.pdf.pages[stamped].obj
@@ -105,7 +105,7 @@ def opaque_stamp_page(count: int = 12, stamped: int = 5) -> bytes:
 def remapped_font_pages(count: int = 2) -> bytes:
     """Text pages whose font re-encodes codes (/Differences: 'a' shows and extracts as 'z'), so the text a
     reader extracts depends on that font resource: losing or renaming it changes the extracted text."""
-    builder = samples.SampleBuilder()
+    builder = pdfs.SampleBuilder()
     font = builder.resources.Font.F1
     font.Encoding = pikepdf.Dictionary(
         Type=pikepdf.Name.Encoding,

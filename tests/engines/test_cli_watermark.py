@@ -11,7 +11,7 @@ import pytest
 
 from docfence.cli import watermark
 from docfence.core.policy import Limits
-from docfence.engines import samples
+from docfence.samples import pdfs
 from docfence.testing.procs import LONG_BUDGET_TOML, long_budget_config
 
 
@@ -35,7 +35,7 @@ def test_cli_mixed_batch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     good = tmp_path / "in" / "links.pdf"
     bad = tmp_path / "in" / "notes.pdf"
     good.parent.mkdir()
-    good.write_bytes(samples.links())
+    good.write_bytes(pdfs.links())
     bad.write_bytes(b"not a pdf at all")
     before = hashlib.sha256(good.read_bytes()).hexdigest()
     out = tmp_path / "out"
@@ -51,20 +51,20 @@ def test_cli_mixed_batch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 def test_cli_all_ok_raster(tmp_path: Path) -> None:
     src = tmp_path / "form.pdf"
-    src.write_bytes(samples.form())
+    src.write_bytes(pdfs.form())
     assert _run([str(src), "--out", str(tmp_path / "o"), "--mode", "raster", "--dpi", "72"]) == 0
 
 
 def test_cli_bad_option_is_a_usage_error(tmp_path: Path) -> None:
     src = tmp_path / "a.pdf"
-    src.write_bytes(samples.form())
+    src.write_bytes(pdfs.form())
     assert _run([str(src), "--out", str(tmp_path / "o"), "--opacity", "7"]) == 2
 
 
 def test_cli_same_names_from_different_folders_never_collide(tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     first, second = tmp_path / "a" / "report.pdf", tmp_path / "b" / "report.pdf"
-    for path, data in ((first, samples.links()), (second, samples.form())):
+    for path, data in ((first, pdfs.links()), (second, pdfs.form())):
         path.parent.mkdir()
         path.write_bytes(data)
     out = tmp_path / "out"
@@ -99,7 +99,7 @@ def test_cli_bad_configuration_is_a_usage_error(tmp_path: Path, monkeypatch: pyt
     config.write_text("[limits]\nrender_base_s = -1\n")
     monkeypatch.setenv("DOCFENCE_CONFIG", str(config))
     src = tmp_path / "a.pdf"
-    src.write_bytes(samples.form())
+    src.write_bytes(pdfs.form())
     assert _run([str(src), "--out", str(tmp_path / "o")]) == 2
     assert not (tmp_path / "o").exists()
 
@@ -107,5 +107,5 @@ def test_cli_bad_configuration_is_a_usage_error(tmp_path: Path, monkeypatch: pyt
 def test_cli_reads_no_setting_but_the_limits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCFENCE_DATABASE_URL", "mysql://not-used-here")  # a local command needs no database
     src = tmp_path / "a.pdf"
-    src.write_bytes(samples.form())
+    src.write_bytes(pdfs.form())
     assert _run([str(src), "--out", str(tmp_path / "o")]) == 0

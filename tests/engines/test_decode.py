@@ -15,8 +15,9 @@ import pytest
 
 from docfence.core.errors import OverLimits
 from docfence.core.policy import JobPolicy
-from docfence.engines import decode, samples
+from docfence.engines import decode
 from docfence.engines.preflight import early_change, preflight
+from docfence.samples import pdfs
 
 
 def lzw_encode(data: bytes, early: int = 1) -> bytes:
@@ -151,7 +152,7 @@ BOMB_CHAIN = pikepdf.Array([pikepdf.Name.ASCIIHexDecode, pikepdf.Name.FlateDecod
 
 
 def _with_bomb(where: str) -> bytes:
-    pdf = pikepdf.open(io.BytesIO(samples.many_pages(1)))
+    pdf = pikepdf.open(io.BytesIO(pdfs.many_pages(1)))
     stream = pdf.make_stream(b"")
     stream.write(gigabyte_bomb(), filter=BOMB_CHAIN)
     stream.Type, stream.Subtype = pikepdf.Name.XObject, pikepdf.Name.Form
@@ -175,7 +176,7 @@ def test_mixed_chain_gigabyte_bomb_is_over_limits_at_preflight(where: str) -> No
 
 
 def test_declared_length_over_the_limit_is_refused_without_decoding() -> None:
-    pdf = pikepdf.open(io.BytesIO(samples.many_pages(1)))
+    pdf = pikepdf.open(io.BytesIO(pdfs.many_pages(1)))
     stream = pdf.make_stream(b"")
     stream.write(zlib.compress(b"x" * 400_000), filter=pikepdf.Name.FlateDecode)
     stream.DL = 1 << 40

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from docfence.core.errors import RenderResourceExceeded, TemplateError
-from docfence.engines.report_jinja import render_html
+from docfence.engines.report.jinja import render_html
 
 GROWTH = [
     "{{ 'x'|center(10**9) }}",

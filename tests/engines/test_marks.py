@@ -15,13 +15,13 @@ from PIL import Image
 from docfence import engines
 from docfence.core.errors import ConfigError
 from docfence.core.policy import JobPolicy, Mode, WatermarkSpec
-from docfence.engines import samples
 from docfence.engines.mark_art import check_image
 from docfence.engines.marks import MarkSet
 from docfence.engines.outline_text import outline_text
 from docfence.engines.preflight import preflight
 from docfence.engines.validate import validate
 from docfence.engines.vector import watermark_vector
+from docfence.samples import pdfs
 
 FOOTER = "{recipient} · {date} · {job_id} · {page}/{pages}"
 VALUES = {"recipient": "Dr. Ada Example", "date": "2026-12-01", "job_id": "job123", "tenant": "acme",
@@ -69,7 +69,7 @@ def drawn_number(page: pikepdf.Page, mark: int = 1) -> str:
 
 
 def test_footer_says_its_page_number_on_every_page_and_validates() -> None:
-    data = samples.many_pages(20)
+    data = pdfs.many_pages(20)
     output, report = run(data, two_marks())
     assert report["ok"], failed(report)
     with pikepdf.open(io.BytesIO(output)) as pdf:
@@ -87,7 +87,7 @@ def test_footer_says_its_page_number_on_every_page_and_validates() -> None:
 
 
 def test_marks_keep_to_their_own_pages() -> None:
-    data = samples.many_pages(6)
+    data = pdfs.many_pages(6)
     policy = two_marks(pages="2-3")
     output, report = run(data, policy)
     assert report["ok"], failed(report)
@@ -117,7 +117,7 @@ def test_unknown_fields_and_stray_braces_are_refused_naming_them() -> None:
 
 @pytest.mark.parametrize("kind", ["png", "svg+xml"])
 def test_image_marks_validate_in_vector_mode(kind: str) -> None:
-    data = samples.many_pages(4)
+    data = pdfs.many_pages(4)
     image = uri(kind, png_logo() if kind == "png" else SVG)
     logo = WatermarkSpec(image=image, position="header", opacity=0.6, font_size=40)
     policy = JobPolicy(watermark=WatermarkSpec(), marks=(logo,), fields=dict(VALUES))
@@ -134,11 +134,11 @@ def test_image_marks_validate_in_vector_mode(kind: str) -> None:
 
 
 def test_image_marks_composite_in_raster_mode() -> None:
-    data = samples.many_pages(3)
+    data = pdfs.many_pages(3)
     logo = WatermarkSpec(image=uri("svg+xml", SVG), position="center", opacity=1.0, font_size=200)
     policy = JobPolicy(mode=Mode.RASTER, dpi=72, watermark=WatermarkSpec(text="{page}/{pages}"),
                        marks=(logo,), fields=dict(VALUES))
-    result = engines.process(data, policy)
+    result = engines.watermark_document(data, policy)
     assert result.validation["ok"]
     doc = pdfium.PdfDocument(result.output)
     try:

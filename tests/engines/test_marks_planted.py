@@ -8,11 +8,11 @@ import pikepdf
 import pytest
 
 from docfence.core.policy import JobPolicy, WatermarkSpec
-from docfence.engines import samples
 from docfence.engines.marks import MarkSet
 from docfence.engines.preflight import preflight
 from docfence.engines.validate import validate
 from docfence.engines.vector import draw_bytes, watermark_vector
+from docfence.samples import pdfs
 
 from .helpers import mutate
 
@@ -26,7 +26,7 @@ POLICY = JobPolicy(
 
 @pytest.fixture(scope="module")
 def pair() -> tuple[bytes, bytes]:
-    data = samples.many_pages(12)
+    data = pdfs.many_pages(12)
     return data, watermark_vector(preflight(data, POLICY), POLICY)
 
 

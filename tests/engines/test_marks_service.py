@@ -17,7 +17,7 @@ from docfence.core.errors import InvalidWatermark
 from docfence.core.marks import HIDDEN, MarkRules
 from docfence.core.policy import WatermarkSpec
 from docfence.core.states import JobState
-from docfence.engines.samples import many_pages
+from docfence.samples.pdfs import many_pages
 from docfence.service import Principal, Service, SubmitRequest
 from docfence.testing.procs import LONG_BUDGET_LIMITS
 from docfence.worker.runner import Worker

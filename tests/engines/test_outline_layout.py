@@ -9,7 +9,7 @@ import pytest
 from docfence.core.errors import ConfigError
 from docfence.core.policy import POSITIONS, WatermarkSpec
 from docfence.engines.geometry import PageGeometry
-from docfence.engines.layout import placements
+from docfence.engines.mark_placement import placements
 from docfence.engines.outline_text import outline_text
 
 

@@ -12,9 +12,10 @@ import pytest
 
 from docfence.core.errors import CorruptContent, MalformedPdf, OverLimits
 from docfence.core.policy import JobPolicy, Limits, Mode
-from docfence.engines import page_content, samples
+from docfence.engines import page_content
 from docfence.engines.parallel import usable_cores
 from docfence.engines.preflight import preflight
+from docfence.samples import pdfs
 
 PAGES = 400  # long enough to be split (page_content._PARALLEL_FROM_PAGES)
 
@@ -23,7 +24,7 @@ def _damaged(corrupt: int | None = None, oversized: int | None = None, image: in
     """PAGES pages; page `corrupt` (0-based) gets Flate data that does not decode, page `oversized` an
     uncompressed content stream of 300,000 spaces, page `image` an image resource whose Flate data does
     not decode (the content stays clean)."""
-    pdf = pikepdf.open(io.BytesIO(samples.many_pages(PAGES)))
+    pdf = pikepdf.open(io.BytesIO(pdfs.many_pages(PAGES)))
     if image is not None:
         bad = pdf.make_stream(b"")
         bad.write(b"\x78\x9c\xff\xff\xff\xff", filter=pikepdf.Name.FlateDecode)

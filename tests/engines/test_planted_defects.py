@@ -1,6 +1,6 @@
 """Planted defects: each broken output must fail validation, in standard and in exhaustive mode, and each
 test names the checks that must catch it (`required <= failed`), so removing or weakening any of those
-checks fails a test; other checks may fail too. Fixtures are generated in code (docfence.engines.samples
+checks fails a test; other checks may fail too. Fixtures are generated in code (docfence.samples.pdfs
 and tests/engines/helpers.py)."""
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ import pikepdf
 import pytest
 
 from docfence.core.policy import JobPolicy, WatermarkSpec
-from docfence.engines import page_checks, samples
+from docfence.engines import page_checks
 from docfence.engines.preflight import preflight
 from docfence.engines.validate import validate
 from docfence.engines.vector import watermark_vector
+from docfence.samples import pdfs
 
 from .helpers import cover_with_image, mutate, opaque_stamp_page, remapped_font_pages, scanned_pages
 
@@ -41,19 +42,19 @@ def run(source: bytes, output: bytes, level: str, spec: WatermarkSpec = SPEC) ->
 
 @pytest.fixture(scope="module")
 def long_pair() -> tuple[bytes, bytes]:
-    data = samples.many_pages(500)
+    data = pdfs.many_pages(500)
     return data, watermarked(data)
 
 
 @pytest.fixture(scope="module")
 def text_pair() -> tuple[bytes, bytes]:
-    data = samples.many_pages(3)
+    data = pdfs.many_pages(3)
     return data, watermarked(data)
 
 
 @pytest.fixture(scope="module")
 def links_pair() -> tuple[bytes, bytes]:
-    data = samples.links()
+    data = pdfs.links()
     return data, watermarked(data)
 
 
@@ -172,7 +173,7 @@ def test_page_box_changed(links_pair: tuple[bytes, bytes], level: str) -> None:
 
 @pytest.mark.parametrize("level", LEVELS)
 def test_inherited_rotation_changed(level: str) -> None:
-    source = samples.rotated_pages()
+    source = pdfs.rotated_pages()
 
     def unrotate(pdf: pikepdf.Pdf) -> None:
         node = pdf.pages[5].obj.Parent
@@ -258,15 +259,15 @@ def test_mark_laid_out_outside_the_visible_box(level: str, monkeypatch: pytest.M
     def off_page(*args: object) -> list[tuple[float, ...]]:
         return [multiply(m, (1.0, 0.0, 0.0, 1.0, 5000.0, 5000.0)) for m in real(*args)]  # type: ignore[arg-type]
 
-    from docfence.engines import wm_layer
+    from docfence.engines import mark_pixels
 
     monkeypatch.setattr(vector, "placements", off_page)
-    wm_layer.coverage_mask.cache_clear()  # masks are cached per geometry: none from the real layout
+    mark_pixels.coverage_mask.cache_clear()  # masks are cached per geometry: none from the real layout
     try:
-        source = samples.many_pages(12)
+        source = pdfs.many_pages(12)
         report = run(source, watermarked(source), level)
     finally:
-        wm_layer.coverage_mask.cache_clear()  # nor any of the broken layout's for later tests
+        mark_pixels.coverage_mask.cache_clear()  # nor any of the broken layout's for later tests
     assert "watermark_in_visible_box" in failed(report)
 
 
@@ -278,7 +279,7 @@ def test_unbalanced_page_content_is_proved_by_pixels() -> None:
         own = pdf.pages[5].obj.Contents
         own.write(b"Q " + own.read_bytes())
 
-    source = mutate(samples.many_pages(12), unbalance)
+    source = mutate(pdfs.many_pages(12), unbalance)
     report = run(source, watermarked(source), "standard")
     assert report["ok"], failed(report)
     rendered = next(c for c in report["checks"] if c["name"] == "watermark_rendered")  # type: ignore[attr-defined]

@@ -23,8 +23,8 @@ from docfence.core.errors import (
     UnsupportedFeature,
 )
 from docfence.core.policy import JobPolicy, Limits, Mode, SanitizePolicy
-from docfence.engines import samples
 from docfence.engines.preflight import bounded_inflate, preflight
+from docfence.samples import pdfs
 
 
 def _save(pdf: pikepdf.Pdf, **kwargs: object) -> bytes:
@@ -39,7 +39,7 @@ def test_not_a_pdf_by_content() -> None:
 
 
 def test_bomb_fails_fast_without_inflating_everything() -> None:
-    pdf = pikepdf.open(io.BytesIO(samples.many_pages(1)))
+    pdf = pikepdf.open(io.BytesIO(pdfs.many_pages(1)))
     bomb = zlib.compress(b"\0" * 64 * 1024 * 1024, 9)  # 64 MB of zeros in ~64 KB
     stream = pdf.make_stream(b"")
     stream.write(bomb, filter=pikepdf.Name.FlateDecode)
@@ -67,18 +67,18 @@ def test_bounded_inflate_never_exceeds_limit() -> None:
 )
 def test_limits(limits: Limits) -> None:
     with pytest.raises(OverLimits):
-        preflight(samples.many_pages(20), JobPolicy(limits=limits))
+        preflight(pdfs.many_pages(20), JobPolicy(limits=limits))
 
 
 def test_xfa_is_unsupported() -> None:
-    pdf = pikepdf.open(io.BytesIO(samples.form()))
+    pdf = pikepdf.open(io.BytesIO(pdfs.form()))
     pdf.Root.AcroForm.XFA = pdf.make_stream(b"<xdp:xdp/>")
     with pytest.raises(UnsupportedFeature):
         preflight(_save(pdf), JobPolicy(sanitize=SanitizePolicy.keep_all()))
 
 
 def test_user_password_required() -> None:
-    pdf = pikepdf.open(io.BytesIO(samples.unicode_text()))
+    pdf = pikepdf.open(io.BytesIO(pdfs.unicode_text()))
     data = _save(pdf, encryption=pikepdf.Encryption(owner="o-secret", user="u-secret", R=6))
     with pytest.raises(PasswordRequired):
         preflight(data, JobPolicy())
@@ -129,7 +129,7 @@ def test_messages_hold_no_document_content() -> None:
 
 
 def test_truncated_incremental_update_is_refused() -> None:
-    base = samples.many_pages(10)
+    base = pdfs.many_pages(10)
     pdf = pikepdf.open(io.BytesIO(base))
     pdf.pages[0].obj.Rotate = 90
     update = io.BytesIO()
@@ -239,20 +239,20 @@ def test_library_errors_become_coded_refusals(monkeypatch: pytest.MonkeyPatch) -
 
     monkeypatch.setattr(module, "check_streams", explode)
     with pytest.raises(OverLimits):
-        preflight(samples.many_pages(1), JobPolicy())
+        preflight(pdfs.many_pages(1), JobPolicy())
 
     def broken(*_: object) -> None:
         raise pikepdf.PdfError("unreadable object")
 
     monkeypatch.setattr(module, "check_streams", broken)
     with pytest.raises(MalformedPdf):
-        preflight(samples.many_pages(1), JobPolicy())
+        preflight(pdfs.many_pages(1), JobPolicy())
 
 
 def _with_damaged_image(used: bool) -> bytes:
     """One page; an image whose Flate data is invalid (a block of reserved type 3), in the page's
     resources or only hanging off the catalog."""
-    pdf = pikepdf.open(io.BytesIO(samples.many_pages(1)))
+    pdf = pikepdf.open(io.BytesIO(pdfs.many_pages(1)))
     image = pdf.make_stream(b"")
     image.write(b"\x78\x9c\xff\xff\xff\xff", filter=pikepdf.Name.FlateDecode)
     image.Type, image.Subtype, image.Width, image.Height = (pikepdf.Name.XObject, pikepdf.Name.Image, 4, 4)

@@ -11,8 +11,9 @@ import pypdfium2 as pdfium
 import pytest
 
 from docfence.core.policy import JobPolicy, Mode, WatermarkSpec
-from docfence.engines import process, samples
+from docfence.engines import watermark_document
 from docfence.engines.raster import naive_jpeg_size
+from docfence.samples import pdfs
 
 from .helpers import UNICODE_MARK, poppler_renders, qpdf_check
 
@@ -20,7 +21,7 @@ from .helpers import UNICODE_MARK, poppler_renders, qpdf_check
 @pytest.mark.parametrize("name", ["rotated", "offset_boxes", "links", "form", "mixed_sizes"])
 def test_samples_raster_validate(sample_docs: dict[str, bytes], name: str, tmp_path: Path) -> None:
     policy = JobPolicy(mode=Mode.RASTER, dpi=100, watermark=WatermarkSpec(text=UNICODE_MARK))
-    result = process(sample_docs[name], policy)
+    result = watermark_document(sample_docs[name], policy)
     assert result.validation["ok"] and result.mode == "raster"
     assert any("intentionally" in note for note in result.validation["notes"])
     qpdf_check(result.output, tmp_path)
@@ -30,8 +31,8 @@ def test_samples_raster_validate(sample_docs: dict[str, bytes], name: str, tmp_p
 
 
 def test_text_pages_at_least_twice_smaller_than_naive_jpeg() -> None:
-    data = samples.many_pages(4)
-    result = process(data, JobPolicy(mode=Mode.RASTER, dpi=150))
+    data = pdfs.many_pages(4)
+    result = watermark_document(data, JobPolicy(mode=Mode.RASTER, dpi=150))
     doc = pdfium.PdfDocument(data)
     naive = sum(naive_jpeg_size(doc[i].render(scale=150 / 72).to_pil()) for i in range(4))
     assert len(result.output) * 2 <= naive, (len(result.output), naive)
@@ -40,9 +41,9 @@ def test_text_pages_at_least_twice_smaller_than_naive_jpeg() -> None:
 @pytest.mark.parametrize("encoding", ["jpeg", "png", "gray"])
 def test_explicit_encodings_validate(encoding: str) -> None:
     policy = JobPolicy(mode=Mode.RASTER, dpi=72, raster_encoding=encoding)
-    assert process(samples.mixed_sizes(), policy).validation["ok"]
+    assert watermark_document(pdfs.mixed_sizes(), policy).validation["ok"]
 
 
 def test_selected_pages_only() -> None:
     policy = JobPolicy(mode=Mode.RASTER, dpi=72, watermark=WatermarkSpec(pages="2"))
-    assert process(samples.many_pages(3), policy).validation["ok"]
+    assert watermark_document(pdfs.many_pages(3), policy).validation["ok"]

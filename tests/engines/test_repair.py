@@ -11,11 +11,12 @@ import pytest
 
 from docfence.core.errors import MalformedPdf
 from docfence.core.policy import JobPolicy, Mode
-from docfence.engines import process, samples
+from docfence.engines import watermark_document
+from docfence.samples import pdfs
 
 
 def _edit(change: object) -> bytes:
-    pdf = pikepdf.open(io.BytesIO(samples.many_pages(3)))
+    pdf = pikepdf.open(io.BytesIO(pdfs.many_pages(3)))
     change(pdf)  # type: ignore[operator]
     buf = io.BytesIO()
     pdf.save(buf)
@@ -42,7 +43,7 @@ def _crop_outside(pdf: pikepdf.Pdf) -> None:
     ids=["missing-mediabox", "crop-outside-media"],
 )
 def test_box_damage_is_repaired_and_noted(damage: object, note: str, mode: Mode) -> None:
-    result = process(_edit(damage), JobPolicy(mode=mode))
+    result = watermark_document(_edit(damage), JobPolicy(mode=mode))
     assert result.validation["ok"] and result.pages == 3
     assert any(note in n for n in result.validation["notes"]), result.validation["notes"]
     out = pikepdf.open(io.BytesIO(result.output))
@@ -53,29 +54,29 @@ def test_box_damage_is_repaired_and_noted(damage: object, note: str, mode: Mode)
 
 
 def test_leading_junk_is_repaired_and_noted() -> None:
-    result = process(b"garbage from a mail gateway\r\n" + samples.many_pages(2), JobPolicy())
+    result = watermark_document(b"garbage from a mail gateway\r\n" + pdfs.many_pages(2), JobPolicy())
     assert any("before the %PDF header" in n for n in result.validation["notes"])
 
 
 def test_xref_damage_is_reconstructed_and_noted() -> None:
-    data = samples.many_pages(3)
+    data = pdfs.many_pages(3)
     start = re.search(rb"startxref\s+(\d+)", data)
     assert start is not None
     broken = data[: start.start(1)] + str(int(start.group(1)) + 7).encode() + data[start.end(1) :]
-    result = process(broken, JobPolicy())
+    result = watermark_document(broken, JobPolicy())
     assert result.pages == 3
     assert any("cross-reference" in n for n in result.validation["notes"])
 
 
 def test_truncation_stays_refused() -> None:
-    data = samples.many_pages(5)
+    data = pdfs.many_pages(5)
     with pytest.raises(MalformedPdf):
-        process(data[: len(data) * 2 // 3], JobPolicy())
+        watermark_document(data[: len(data) * 2 // 3], JobPolicy())
 
 
 def test_trailer_without_size_is_repaired_into_a_clean_file() -> None:
-    data = samples.many_pages(2)
+    data = pdfs.many_pages(2)
     broken = data.replace(b"/Size", b"/Sjze")
     assert broken != data
-    result = process(broken, JobPolicy())
+    result = watermark_document(broken, JobPolicy())
     assert result.validation["ok"] and b"/Size" in result.output

@@ -17,9 +17,15 @@ import pypdfium2 as pdfium
 import pytest
 
 from docfence.core.errors import RenderResourceExceeded, TemplateDataInvalid, TemplateError
-from docfence.engines.report import RenderedReport, TemplateBundle, load_bundle, render_report, template_hash
-from docfence.engines.report_data import validate_data
-from docfence.engines.report_sample import (
+from docfence.engines.report.data import validate_data
+from docfence.engines.report.render import (
+    RenderedReport,
+    TemplateBundle,
+    load_bundle,
+    render_report,
+    template_hash,
+)
+from docfence.samples.monthly_report import (
     MONTHLY_DIR,
     SAMPLE_CLINIC,
     load_monthly_bundle,

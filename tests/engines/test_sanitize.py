@@ -15,9 +15,10 @@ from PIL import ImageChops
 from docfence.config import load_settings
 from docfence.core.errors import ActiveContentRefused, ConfigError
 from docfence.core.policy import JobPolicy, Mode, SanitizePolicy
-from docfence.engines import process, samples
+from docfence.engines import watermark_document
 from docfence.engines.sanitize import sanitize
 from docfence.engines.sanitize_residue import find_residue
+from docfence.samples import pdfs
 
 
 def _js(pdf: pikepdf.Pdf, code: str = "app.alert('x')") -> pikepdf.Dictionary:
@@ -26,7 +27,7 @@ def _js(pdf: pikepdf.Pdf, code: str = "app.alert('x')") -> pikepdf.Dictionary:
 
 def hostile_pdf() -> bytes:
     """The links sample with every kind of active content and hidden data the issue lists."""
-    pdf = pikepdf.open(io.BytesIO(samples.all_samples()["links"]))
+    pdf = pikepdf.open(io.BytesIO(pdfs.all_samples()["links"]))
     root = pdf.Root
     root.OpenAction = _js(pdf)
     root.AA = pikepdf.Dictionary(WC=_js(pdf))
@@ -67,7 +68,7 @@ def test_strip_removes_every_kind_and_lists_it() -> None:
     data = hostile_pdf()
     before = pikepdf.open(io.BytesIO(data))
     assert find_residue(before, SanitizePolicy())  # the check sees the hostile input as dirty
-    result = process(data, JobPolicy())
+    result = watermark_document(data, JobPolicy())
     out = pikepdf.open(io.BytesIO(result.output))
     assert find_residue(out, SanitizePolicy()) == []
     report = result.validation["sanitize"]
@@ -97,13 +98,13 @@ def test_stripping_never_changes_what_a_page_shows() -> None:
 
 def test_refuse_names_the_kinds() -> None:
     with pytest.raises(ActiveContentRefused) as info:
-        process(hostile_pdf(), JobPolicy(sanitize=SanitizePolicy(active_content="refuse")))
+        watermark_document(hostile_pdf(), JobPolicy(sanitize=SanitizePolicy(active_content="refuse")))
     assert "javascript" in info.value.message and "launch" in info.value.message
 
 
 def test_keep_lists_without_changing() -> None:
     policy = JobPolicy(sanitize=SanitizePolicy.keep_all())
-    result = process(hostile_pdf(), policy)
+    result = watermark_document(hostile_pdf(), policy)
     assert result.validation["sanitize"]["stripped"] == {}
     assert result.validation["sanitize"]["found"]["javascript"] >= 3
     out = pikepdf.open(io.BytesIO(result.output))
@@ -111,9 +112,9 @@ def test_keep_lists_without_changing() -> None:
 
 
 def test_link_uris_strip_keeps_the_link_rectangle() -> None:
-    data = samples.all_samples()["links"]
+    data = pdfs.all_samples()["links"]
     before = pikepdf.open(io.BytesIO(data))
-    result = process(data, JobPolicy(sanitize=SanitizePolicy(link_uris="strip")))
+    result = watermark_document(data, JobPolicy(sanitize=SanitizePolicy(link_uris="strip")))
     out = pikepdf.open(io.BytesIO(result.output))
     assert _uris(before) and not _uris(out)
     count = sum(len(p.obj.get("/Annots", [])) for p in out.pages)
@@ -122,19 +123,19 @@ def test_link_uris_strip_keeps_the_link_rectangle() -> None:
 
 def test_residue_check_catches_what_the_walk_does_not_visit() -> None:
     """JavaScript hung where the sanitiser never looks (inside a structure element) still fails the check."""
-    pdf = pikepdf.open(io.BytesIO(samples.all_samples()["links"]))
+    pdf = pikepdf.open(io.BytesIO(pdfs.all_samples()["links"]))
     pdf.Root.StructTreeRoot = pikepdf.Dictionary(K=pikepdf.Dictionary(A=_js(pdf)))
     assert [f.kind for f in find_residue(pdf, SanitizePolicy())] == ["javascript"]
 
 
 def test_xfa_is_stripped_by_default_and_raster_output_is_clean() -> None:
-    pdf = pikepdf.open(io.BytesIO(samples.form()))
+    pdf = pikepdf.open(io.BytesIO(pdfs.form()))
     pdf.Root.AcroForm.XFA = pdf.make_stream(b"<xdp:xdp/>")
     pdf.Root.OpenAction = _js(pdf)
     buf = io.BytesIO()
     pdf.save(buf)
     for mode in (Mode.VECTOR, Mode.RASTER):
-        result = process(buf.getvalue(), JobPolicy(mode=mode))
+        result = watermark_document(buf.getvalue(), JobPolicy(mode=mode))
         assert "xfa" in result.validation["sanitize"]["stripped"]
         assert find_residue(pikepdf.open(io.BytesIO(result.output)), SanitizePolicy()) == []
 
@@ -153,14 +154,14 @@ def test_class_policy_from_toml_survives_the_job_round_trip(tmp_path: Path) -> N
 
 
 def test_looping_outline_is_cut_and_noted() -> None:
-    pdf = pikepdf.open(io.BytesIO(samples.many_pages(2)))
+    pdf = pikepdf.open(io.BytesIO(pdfs.many_pages(2)))
     first = pdf.make_indirect(pikepdf.Dictionary(Title=pikepdf.String("a")))
     second = pdf.make_indirect(pikepdf.Dictionary(Title=pikepdf.String("b"), Next=first))
     first.Next = second
     pdf.Root.Outlines = pikepdf.Dictionary(First=first, Last=second, Count=2)
     buf = io.BytesIO()
     pdf.save(buf)
-    result = process(buf.getvalue(), JobPolicy())
+    result = watermark_document(buf.getvalue(), JobPolicy())
     assert any("outline link" in n for n in result.validation["notes"])
     out = pikepdf.open(io.BytesIO(result.output))
     assert "/Next" not in out.Root.Outlines.First.Next

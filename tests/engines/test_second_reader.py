@@ -12,9 +12,10 @@ import os
 import pikepdf
 import pytest
 
-from docfence.engines import samples, second_reader
+from docfence.engines import second_reader
 from docfence.engines.geometry import PageGeometry, page_geometry
 from docfence.engines.second_reader import SecondReader
+from docfence.samples import pdfs
 
 from .helpers import mutate
 
@@ -36,7 +37,7 @@ def _bad_stream(pdf: pikepdf.Pdf) -> None:
 @pytest.mark.parametrize("parse_content", [False, True])
 @pytest.mark.parametrize("background", [False, True])
 def test_a_stream_that_does_not_decode_fails(parse_content: bool, background: bool) -> None:
-    good = samples.many_pages(3)
+    good = pdfs.many_pages(3)
     control = SecondReader(good, None, 3, parse_content=parse_content, background=background)
     assert control.finish(_geometries(good))["ok"]
     bad = mutate(good, _bad_stream)
@@ -57,7 +58,7 @@ def test_a_forked_read_that_dies_fails_closed(monkeypatch: pytest.MonkeyPatch) -
         return []
 
     monkeypatch.setattr(second_reader, "qpdf_read", dies_in_child)
-    data = samples.many_pages(2)
+    data = pdfs.many_pages(2)
     report = SecondReader(data, None, 2, parse_content=False, background=True).finish(_geometries(data))
     assert not report["ok"]
     assert report["failures"] == [f"{second_reader.qpdf_method(False)} did not complete"]
@@ -65,7 +66,7 @@ def test_a_forked_read_that_dies_fails_closed(monkeypatch: pytest.MonkeyPatch) -
 
 def test_poppler_still_reads_the_geometry() -> None:
     """pdfinfo (the reader independent of libqpdf and pdfium) compares every page's boxes."""
-    data = samples.many_pages(2)
+    data = pdfs.many_pages(2)
     expected = _geometries(data)
     moved = [expected[0], dataclasses.replace(expected[1], rotate=90)]
     report = SecondReader(data, None, 2, parse_content=False).finish(moved)
@@ -74,7 +75,7 @@ def test_poppler_still_reads_the_geometry() -> None:
 
 
 def test_an_encrypted_output_is_read_with_its_password() -> None:
-    data = samples.many_pages(1)
+    data = pdfs.many_pages(1)
     with pikepdf.open(io.BytesIO(data)) as pdf:
         out = io.BytesIO()
         pdf.save(out, encryption=pikepdf.Encryption(owner="o", user="u"))

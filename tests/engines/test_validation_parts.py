@@ -8,11 +8,11 @@ import io
 import pikepdf
 import pytest
 
-from docfence.engines import samples
 from docfence.engines.content_proof import Same
 from docfence.engines.mark_proof import scan_content
 from docfence.engines.parallel import map_ranges, split
 from docfence.engines.validate import page_ranges
+from docfence.samples import pdfs
 
 
 def test_split_covers_every_page_once() -> None:
@@ -73,7 +73,7 @@ def test_content_scan_sees_painting_only_when_asked() -> None:
 
 
 def test_same_compares_across_renumbered_files() -> None:
-    data = samples.links()
+    data = pdfs.links()
     first = pikepdf.open(io.BytesIO(data))
     buf = io.BytesIO()
     first.save(buf, object_stream_mode=pikepdf.ObjectStreamMode.generate)  # renumbers every object

@@ -11,8 +11,9 @@ import pytest
 
 from docfence.core.errors import ValidationFailed
 from docfence.core.policy import JobPolicy, WatermarkSpec
-from docfence.engines import process, samples
+from docfence.engines import watermark_document
 from docfence.engines.validate import require_valid, validate
+from docfence.samples import pdfs
 
 SPEC = WatermarkSpec()
 
@@ -31,8 +32,8 @@ def _failed(report: dict[str, object]) -> set[str]:
 
 @pytest.fixture(scope="module")
 def links_pair() -> tuple[bytes, bytes]:
-    data = samples.links()
-    return data, process(data, JobPolicy(watermark=SPEC)).output
+    data = pdfs.links()
+    return data, watermark_document(data, JobPolicy(watermark=SPEC)).output
 
 
 def test_good_output_passes_and_report_is_json(links_pair: tuple[bytes, bytes]) -> None:
@@ -91,16 +92,16 @@ def test_catches_changed_page_box(links_pair: tuple[bytes, bytes]) -> None:
 
 
 def test_catches_changed_text_and_watermark_on_unselected_page() -> None:
-    data = samples.many_pages(3)
+    data = pdfs.many_pages(3)
     spec = WatermarkSpec(pages="1")
-    all_marked = process(data, JobPolicy(watermark=WatermarkSpec())).output
+    all_marked = watermark_document(data, JobPolicy(watermark=WatermarkSpec())).output
     report = validate(data, all_marked, spec, mode="vector")
     assert {"watermark_structure", "watermark_rendered"} <= _failed(report)
 
 
 def test_catches_dropped_page() -> None:
-    data = samples.many_pages(3)
-    output = process(data, JobPolicy()).output
+    data = pdfs.many_pages(3)
+    output = watermark_document(data, JobPolicy()).output
 
     def drop(pdf: pikepdf.Pdf) -> None:
         del pdf.pages[2]
@@ -136,7 +137,7 @@ def test_validation_level_is_a_per_class_setting(tmp_path: object) -> None:
     settings = config.load_settings(env={"DOCFENCE_CONFIG": str(path)})
     audit, preview = settings.policy_for("audit"), settings.policy_for("preview")
     assert (audit.validation, preview.validation) == ("exhaustive", "standard")
-    result = process(samples.many_pages(2), audit)
+    result = watermark_document(pdfs.many_pages(2), audit)
     assert result.validation["level"] == "exhaustive"
     assert next(c for c in result.validation["checks"] if c["name"] == "text_extracted")["pages"] == "1-2"
     path.write_text('[classes.audit]\nvalidation = "thorough"\n')

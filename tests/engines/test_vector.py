@@ -12,7 +12,8 @@ import pytest
 from PIL import ImageChops
 
 from docfence.core.policy import JobPolicy, WatermarkSpec
-from docfence.engines import process, samples
+from docfence.engines import watermark_document
+from docfence.samples import pdfs
 
 from .helpers import CORPUS, UNICODE_MARK, poppler_renders, qpdf_check
 
@@ -25,7 +26,7 @@ def test_samples_validate_and_render_in_second_reader(
     sample_docs: dict[str, bytes], name: str, position: str, tmp_path: Path
 ) -> None:
     policy = JobPolicy(watermark=WatermarkSpec(text=UNICODE_MARK, position=position))
-    result = process(sample_docs[name], policy)
+    result = watermark_document(sample_docs[name], policy)
     assert result.validation["ok"], result.validation
     assert result.mode == "vector"
     qpdf_check(result.output, tmp_path)
@@ -34,7 +35,7 @@ def test_samples_validate_and_render_in_second_reader(
 
 def test_200_pages_odd_selection_underlay(pages_200: bytes, tmp_path: Path) -> None:
     spec = WatermarkSpec(text="CONFIDENTIAL", pages="odd", layer="underlay", opacity=0.5)
-    result = process(pages_200, JobPolicy(watermark=spec))
+    result = watermark_document(pages_200, JobPolicy(watermark=spec))
     assert result.pages == 200 and result.validation["ok"]
     qpdf_check(result.output, tmp_path)
     # one shared Form XObject for all 100 marked pages, so the output grows by a few KB only
@@ -54,16 +55,16 @@ def _top_band_changed(before: bytes, after: bytes) -> list[bool]:
 
 
 def test_header_is_at_the_displayed_top_on_every_rotation() -> None:
-    data = samples.rotated_pages()
-    result = process(data, JobPolicy(watermark=WatermarkSpec(text="HEADER", position="header")))
+    data = pdfs.rotated_pages()
+    result = watermark_document(data, JobPolicy(watermark=WatermarkSpec(text="HEADER", position="header")))
     assert all(_top_band_changed(data, result.output))
-    footer = process(data, JobPolicy(watermark=WatermarkSpec(text="FOOTER", position="footer")))
+    footer = watermark_document(data, JobPolicy(watermark=WatermarkSpec(text="FOOTER", position="footer")))
     assert not any(_top_band_changed(data, footer.output))
 
 
 def test_boxes_rotation_links_and_form_untouched(sample_docs: dict[str, bytes]) -> None:
     for name in ("rotated", "offset_boxes", "links", "form"):
-        result = process(sample_docs[name], JobPolicy())
+        result = watermark_document(sample_docs[name], JobPolicy())
         src = pikepdf.open(io.BytesIO(sample_docs[name]))
         out = pikepdf.open(io.BytesIO(result.output))
         for a, b in zip(src.pages, out.pages, strict=True):
@@ -75,7 +76,7 @@ def test_boxes_rotation_links_and_form_untouched(sample_docs: dict[str, bytes]) 
 
 
 def test_watermark_is_a_marked_artifact_and_not_text(sample_docs: dict[str, bytes]) -> None:
-    result = process(sample_docs["unicode"], JobPolicy(watermark=WatermarkSpec(text=UNICODE_MARK)))
+    result = watermark_document(sample_docs["unicode"], JobPolicy(watermark=WatermarkSpec(text=UNICODE_MARK)))
     out = pikepdf.open(io.BytesIO(result.output))
     last = out.pages[0].obj.Contents[-1].read_bytes()
     assert b"/Artifact <</Type /Pagination /Subtype /Watermark>> BDC" in last
@@ -87,11 +88,11 @@ def test_watermark_is_a_marked_artifact_and_not_text(sample_docs: dict[str, byte
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus ../shared/corpus is absent")
 def test_encryption_kept_and_pdfa_claim_withdrawn() -> None:
     enc = (CORPUS / "pdfium__encrypted.pdf").read_bytes()
-    result = process(enc, JobPolicy(), password="1234")
+    result = watermark_document(enc, JobPolicy(), password="1234")
     out = pikepdf.open(io.BytesIO(result.output), password="1234")
     src = pikepdf.open(io.BytesIO(enc), password="1234")
     assert out.is_encrypted and out.allow == src.allow
-    pdfa = process((CORPUS / "pdfjs__bug2025674.pdf").read_bytes(), JobPolicy())
+    pdfa = watermark_document((CORPUS / "pdfjs__bug2025674.pdf").read_bytes(), JobPolicy())
     meta = pikepdf.open(io.BytesIO(pdfa.output)).open_metadata()
     assert "pdfaid:part" not in meta
     assert "/StructTreeRoot" in pikepdf.open(io.BytesIO(pdfa.output)).Root
@@ -100,7 +101,7 @@ def test_encryption_kept_and_pdfa_claim_withdrawn() -> None:
 def test_stale_linearization_dropped() -> None:
     if not CORPUS.is_dir():
         pytest.skip("shared corpus ../shared/corpus is absent")
-    result = process((CORPUS / "pdfcpu__bookletTest.pdf").read_bytes(), JobPolicy())
+    result = watermark_document((CORPUS / "pdfcpu__bookletTest.pdf").read_bytes(), JobPolicy())
     assert not pikepdf.open(io.BytesIO(result.output)).is_linearized
 
 
@@ -120,7 +121,7 @@ def test_a_resource_name_that_is_not_utf8_is_kept(tmp_path: Path) -> None:
     assert data.count(b"/FmZ") == 2
     data = data.replace(b"/FmZ", b"/Fm\xb0")  # same length: the xref offsets stay right
 
-    result = process(data, JobPolicy(watermark=WatermarkSpec()))
+    result = watermark_document(data, JobPolicy(watermark=WatermarkSpec()))
 
     assert result.validation["ok"]
     out = pikepdf.open(io.BytesIO(result.output))

@@ -15,8 +15,9 @@ import pytest
 from docfence import engines
 from docfence.core.errors import ValidationFailed
 from docfence.core.policy import JobPolicy, Mode, VerificationSpec
-from docfence.engines import samples, verify_code
+from docfence.engines import verify_code
 from docfence.engines.issue import issue
+from docfence.samples import pdfs
 
 from .helpers import mutate, opaque_image
 
@@ -42,14 +43,14 @@ def zbar_codes(data: bytes, tmp_path: Path, pages: int) -> list[list[str]]:
 
 def issued(data: bytes, mode: str, spec: VerificationSpec) -> tuple[bytes, dict[str, object]]:
     policy = JobPolicy(mode=Mode(mode), verification=spec)
-    result = engines.process(data, policy)
+    result = engines.watermark_document(data, policy)
     return issue(result.output, result.validation, policy), result.validation
 
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("sample", ["rotated_pages", "offset_boxes", "mixed_sizes"])
 def test_the_code_decodes_on_exactly_its_pages(sample: str, mode: str, tmp_path: Path) -> None:
-    data = getattr(samples, sample)()
+    data = getattr(pdfs, sample)()
     count = len(pikepdf.open(io.BytesIO(data)).pages)
     spec = VerificationSpec(url=URL, pages="odd")
     output, report = issued(data, mode, spec)
@@ -61,9 +62,9 @@ def test_the_code_decodes_on_exactly_its_pages(sample: str, mode: str, tmp_path:
 
 
 def test_the_stage_changes_nothing_but_the_code(tmp_path: Path) -> None:
-    data = samples.links()
+    data = pdfs.links()
     policy = JobPolicy(verification=VerificationSpec(url=URL, pages="last"))
-    marked = engines.process(data, policy).output
+    marked = engines.watermark_document(data, policy).output
     stamped = verify_code.stamp(marked, policy.verification, mode="vector", dpi=150)  # type: ignore[arg-type]
     with pikepdf.open(io.BytesIO(marked)) as before, pikepdf.open(io.BytesIO(stamped)) as after:
         for a, b in zip(before.pages[:-1], after.pages[:-1], strict=True):
@@ -81,10 +82,10 @@ def _streams(page: pikepdf.Page) -> list[pikepdf.Stream]:
 
 def test_an_encrypted_output_keeps_its_encryption_and_its_code() -> None:
     buf = io.BytesIO()
-    with pikepdf.open(io.BytesIO(samples.many_pages(2))) as pdf:
+    with pikepdf.open(io.BytesIO(pdfs.many_pages(2))) as pdf:
         pdf.save(buf, encryption=pikepdf.Encryption(owner="o-secret", user="u-secret", R=6))
     policy = JobPolicy(verification=VerificationSpec(url=URL), owner_password_policy="keep")
-    result = engines.process(buf.getvalue(), policy, password="u-secret")
+    result = engines.watermark_document(buf.getvalue(), policy, password="u-secret")
     output = issue(result.output, result.validation, policy, password="u-secret")
     with pikepdf.open(io.BytesIO(output), password="u-secret") as pdf:
         assert pdf.is_encrypted
@@ -94,7 +95,7 @@ def test_an_encrypted_output_keeps_its_encryption_and_its_code() -> None:
 # -- planted defects ---------------------------------------------------------------------------------
 def _last_page_broken(change: str) -> bytes:
     spec = VerificationSpec(url=URL, pages="last")
-    marked = engines.process(samples.many_pages(2), JobPolicy()).output
+    marked = engines.watermark_document(pdfs.many_pages(2), JobPolicy()).output
     good = verify_code.stamp(marked, spec, mode="vector", dpi=150)
 
     def damage(pdf: pikepdf.Pdf) -> None:
@@ -136,7 +137,7 @@ def test_planted_code_defects_fail(change: str, required: set[str]) -> None:
 
 def test_the_control_passes() -> None:
     spec = VerificationSpec(url=URL, pages="last")
-    marked = engines.process(samples.many_pages(2), JobPolicy()).output
+    marked = engines.watermark_document(pdfs.many_pages(2), JobPolicy()).output
     resaved = mutate(verify_code.stamp(marked, spec, mode="vector", dpi=150), lambda _: None)
     checks = verify_code.prove(marked, resaved, spec, mode="vector", dpi=150)
     assert all(c["ok"] for c in checks), checks
@@ -144,7 +145,7 @@ def test_the_control_passes() -> None:
 
 def test_a_failed_proof_fails_the_job_with_its_report(monkeypatch: pytest.MonkeyPatch) -> None:
     policy = JobPolicy(verification=VerificationSpec(url=URL))
-    result = engines.process(samples.many_pages(1), policy)
+    result = engines.watermark_document(pdfs.many_pages(1), policy)
     monkeypatch.setattr(verify_code, "stamp", lambda data, *a, **k: data)  # a stage that drew nothing
     with pytest.raises(ValidationFailed) as caught:
         issue(result.output, result.validation, policy)

@@ -14,11 +14,11 @@ from docfence.config import Settings, load_settings
 from docfence.core.clock import FakeClock
 from docfence.core.errors import ConfigError, DocfenceError
 from docfence.core.records import ArtifactInfo
-from docfence.layout import staging_key
 from docfence.maintenance.reconciler import ReconcileConfig, Reconciler
-from docfence.runtime import Runtime
 from docfence.service import Principal, Service, SubmitRequest
+from docfence.storage_keys import staging_key
 from docfence.store.base import Store
+from docfence.wiring import Runtime
 
 PRINCIPAL = Principal("k1", "t1", ("admin",))
 

@@ -10,10 +10,10 @@ from pathlib import Path
 from docfence.blobs.regions import RegionRouter
 from docfence.config import Settings
 from docfence.core.clock import FakeClock
-from docfence.layout import job_prefix
 from docfence.maintenance.batch import BatchConfig
 from docfence.maintenance.retention import RetentionEnforcer
 from docfence.service import Principal, Service, SubmitRequest
+from docfence.storage_keys import job_prefix
 from docfence.store.base import Store
 
 PRINCIPAL = Principal("k1", "t1", ("admin",))

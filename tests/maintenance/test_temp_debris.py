@@ -12,8 +12,8 @@ from pathlib import Path
 from docfence.blobs.local import TEMP_PREFIX, LocalBlobStore
 from docfence.blobs.regions import RegionRouter
 from docfence.core.clock import FakeClock, utcnow
-from docfence.layout import staging_key
 from docfence.maintenance.reconciler import TEMP_MIN_AGE_S, ReconcileConfig, Reconciler
+from docfence.storage_keys import staging_key
 from docfence.store.base import Store
 
 # Writes the first chunk of an object, says so, then blocks until it is killed.

@@ -20,10 +20,10 @@ from docfence.blobs.sealed import password_key
 from docfence.config import Settings
 from docfence.core.clock import FakeClock, utcnow
 from docfence.core.errors import NotFound
-from docfence.layout import input_key
 from docfence.maintenance.reconciler import ReconcileConfig, Reconciler
 from docfence.maintenance.staging import UNCOMMITTED_MIN_AGE_S
 from docfence.service import Principal, Service, SubmitRequest
+from docfence.storage_keys import input_key
 from docfence.store.base import Store
 
 PDF = b"%PDF-1.7 synthetic upload"

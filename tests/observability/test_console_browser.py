@@ -13,9 +13,9 @@ import pytest
 
 from docfence.blobs.regions import RegionRouter
 from docfence.core.clock import FakeClock
-from docfence.engines import samples
 from docfence.reports import ReportRequests, RequestSpec, Templates
 from docfence.reports.templates import TemplateBundle
+from docfence.samples import pdfs
 from docfence.store.base import open_store
 from docfence.testing.servers import running
 from docfence.worker.runner import Worker
@@ -67,7 +67,7 @@ def start_worker(served: Served) -> Iterator[Callable[[], Worker]]:
 def _submit(served: Served) -> str:
     key = served.service.create_api_key("acme", ("submit",))[1]
     resp = httpx.post(f"{served.base_url}/v1/jobs", headers={"Authorization": f"Bearer {key}"},
-                      files={"file": ("in.pdf", samples.many_pages(2), "application/pdf")},
+                      files={"file": ("in.pdf", pdfs.many_pages(2), "application/pdf")},
                       timeout=HANG_GUARD_MS / 1000)
     assert resp.status_code == 201, resp.text
     return str(resp.json()["id"])

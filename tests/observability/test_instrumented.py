@@ -8,10 +8,10 @@ from pathlib import Path
 
 from docfence.blobs.regions import RegionRouter
 from docfence.core.clock import FakeClock
-from docfence.engines import samples
 from docfence.maintenance import deadlines, lease_rescue
 from docfence.maintenance.reconciler import ReconcileConfig, Reconciler
 from docfence.observability.exposition import render_metrics
+from docfence.samples import pdfs
 from docfence.service import Principal, SubmitRequest, build_service
 from docfence.store.base import Store, open_store
 from docfence.worker import runner
@@ -34,7 +34,7 @@ def test_worker_records_claim_render_and_terminal(tmp_path: Path) -> None:
         service = build_service(settings, store)
         principal = Principal("k", "acme", ("admin",))
         before = parse(render_metrics(None).decode())
-        service.submit(principal, io.BytesIO(samples.many_pages(3)), SubmitRequest())
+        service.submit(principal, io.BytesIO(pdfs.many_pages(3)), SubmitRequest())
         worker = Worker(settings, store, RegionRouter.from_config(settings.region_urls()))
         assert worker.run(until_idle=True).succeeded == 1
         after = parse(render_metrics(None).decode())

@@ -18,8 +18,8 @@ import pytest
 from docfence.client import DocfenceClient
 from docfence.config import Settings
 from docfence.core.errors import ConfigError
-from docfence.engines import samples as pdfs
 from docfence.observability import multiproc
+from docfence.samples import pdfs
 from docfence.testing.procs import long_budget_config, start_worker, stop, wait_for, worker_env
 from docfence.testing.servers import serve_process
 

@@ -11,8 +11,8 @@ import pytest
 from docfence.blobs import RegionRouter, open_blob_store
 from docfence.config import DocumentClass, Settings
 from docfence.core.policy import WatermarkSpec
-from docfence.engines.report_sample import load_monthly_bundle
 from docfence.reports import ReportRequests, Templates
+from docfence.samples.monthly_report import load_monthly_bundle
 from docfence.store.sqlstore import SqlStore
 from docfence.testing.procs import LONG_BUDGET_LIMITS
 

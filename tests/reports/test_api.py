@@ -13,7 +13,7 @@ import pytest
 from docfence.api import create_app
 from docfence.api.reports_routes import router
 from docfence.config import Settings
-from docfence.engines.report_sample import load_monthly_bundle, sample_monthly_data
+from docfence.samples.monthly_report import load_monthly_bundle, sample_monthly_data
 from docfence.service import Service, build_service
 from docfence.store.base import open_store
 from docfence.testing.servers import running

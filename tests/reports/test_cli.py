@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from docfence.cli import reports as reports_cli
-from docfence.engines.report import render_report
-from docfence.engines.report_sample import MONTHLY_DIR, load_monthly_bundle, sample_monthly_data
+from docfence.engines.report.render import render_report
+from docfence.samples.monthly_report import MONTHLY_DIR, load_monthly_bundle, sample_monthly_data
 from docfence.testing.fake_provider import FakeProvider
 
 

@@ -14,9 +14,9 @@ from docfence.core.errors import (
     InvalidWatermark,
 )
 from docfence.core.states import JobState
-from docfence.engines.report_sample import sample_monthly_data
 from docfence.reports import ReportRequests, RequestSpec
 from docfence.reports.requests import check_period
+from docfence.samples.monthly_report import sample_monthly_data
 from docfence.store.sqlstore import SqlStore
 
 

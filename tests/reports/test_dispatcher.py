@@ -14,11 +14,11 @@ from docfence.blobs import RegionRouter
 from docfence.core.clock import FakeClock
 from docfence.core.errors import InvalidReportData
 from docfence.core.states import JobState
-from docfence.engines.report import render_report
-from docfence.engines.report_sample import load_monthly_bundle, sample_monthly_data
+from docfence.engines.report.render import render_report
 from docfence.providers import PollPolicy, docfence_preset
 from docfence.reports import ReportRequests, RequestSpec
 from docfence.reports.dispatcher import Dispatcher, DispatcherConfig
+from docfence.samples.monthly_report import load_monthly_bundle, sample_monthly_data
 from docfence.sandbox import Sandbox
 from docfence.store.sqlstore import SqlStore
 from docfence.testing.fake_provider import FakeProvider

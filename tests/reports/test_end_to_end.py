@@ -13,10 +13,10 @@ import pytest
 from docfence.config import DocumentClass, Settings, WorkerConfig
 from docfence.core.policy import WatermarkSpec
 from docfence.core.states import JobState
-from docfence.engines.report_sample import load_monthly_bundle, sample_monthly_data
 from docfence.reports import ReportRequests, RequestSpec, Templates
-from docfence.runtime import Runtime, run_worker
+from docfence.samples.monthly_report import load_monthly_bundle, sample_monthly_data
 from docfence.testing.procs import LONG_BUDGET_LIMITS
+from docfence.wiring import Runtime, run_worker
 
 
 @pytest.fixture

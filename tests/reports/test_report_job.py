@@ -9,10 +9,10 @@ import pytest
 
 from docfence.core.errors import TemplateDataInvalid, TemplateError
 from docfence.core.policy import JobPolicy, Kind
-from docfence.engines.report import template_hash
-from docfence.engines.report_bundle import TemplateBundle
-from docfence.engines.report_job import build_snapshot, render_report_job
+from docfence.engines.report.bundle import TemplateBundle
+from docfence.engines.report.render import template_hash
 from docfence.reports.templates import encode_assets
+from docfence.sandbox.report_job import build_snapshot, render_report_job
 
 SCHEMA = {"type": "object", "required": ["title"], "properties": {"title": {"type": "string"}}}
 

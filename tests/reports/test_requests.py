@@ -15,8 +15,8 @@ from docfence.core.errors import IdempotencyConflict, IllegalTransition, NotFoun
 from docfence.core.policy import WatermarkSpec
 from docfence.core.states import JobState
 from docfence.engines.marks import MarkSet
-from docfence.engines.report_sample import load_monthly_bundle, sample_monthly_data
 from docfence.reports import ReportRequests, RequestSpec, Templates
+from docfence.samples.monthly_report import load_monthly_bundle, sample_monthly_data
 from docfence.store.sqlstore import SqlStore
 
 

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from docfence.engines.report_sample import sample_monthly_data
 from docfence.reports import ReportRequests
 from docfence.reports.scheduler import (
     Scheduler,
@@ -16,6 +15,7 @@ from docfence.reports.scheduler import (
     latest_due_period,
     period_at,
 )
+from docfence.samples.monthly_report import sample_monthly_data
 from docfence.store.reports import Schedule
 from docfence.store.sqlstore import SqlStore
 

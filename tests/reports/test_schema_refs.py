@@ -17,12 +17,12 @@ import pytest
 
 import docfence
 from docfence.core.errors import TemplateError
-from docfence.engines.report_bundle import TemplateBundle
-from docfence.engines.report_data import validate_data
-from docfence.engines.report_job import render_report_job
-from docfence.engines.report_sample import load_monthly_bundle
+from docfence.engines.report.bundle import TemplateBundle
+from docfence.engines.report.data import validate_data
 from docfence.reports import ReportRequests, RequestSpec, Templates
 from docfence.reports.templates import encode_assets
+from docfence.samples.monthly_report import load_monthly_bundle
+from docfence.sandbox.report_job import render_report_job
 from docfence.store.sqlstore import SqlStore
 from docfence.testing.servers import recording_http_server
 
@@ -95,7 +95,7 @@ def test_a_stored_schema_with_remote_refs_resolves_nothing_when_a_job_runs(
     schema, _ = _schemas(base, secret_file)[case]
     bundle = load_monthly_bundle()
     bundle = TemplateBundle(name="old", html="<p>{{ a }}</p>", css="", assets=bundle.assets, schema=schema)
-    from docfence.engines.report_bundle import template_hash
+    from docfence.engines.report.bundle import template_hash
 
     rstore.insert_template_version("old", name="old", sha256=template_hash(bundle), html=bundle.html,
                                    css=bundle.css, assets=encode_assets(bundle), schema=schema, actor="test")
@@ -134,5 +134,5 @@ def test_validators_are_built_only_over_the_empty_registry() -> None:
                 if name in ("Draft202012Validator", "validator_for") or (
                         name == "validate" and getattr(node.func, "value", None) is not None
                         and getattr(node.func.value, "id", "") == "jsonschema"):  # type: ignore[attr-defined]
-                    builders.append((path.name, name))
-    assert builders == [("report_data.py", "Draft202012Validator")]
+                    builders.append((path.relative_to(root).as_posix(), name))
+    assert builders == [("engines/report/data.py", "Draft202012Validator")]

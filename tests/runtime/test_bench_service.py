@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from docfence.benchmarks.harness import REPO
+from docfence.harness.workers import REPO
 
 
 @pytest.mark.parametrize("extra", [[], ["--latency"]])

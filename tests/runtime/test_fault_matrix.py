@@ -29,14 +29,14 @@ from docfence.core.clock import FakeClock
 from docfence.core.errors import StoreUnavailable
 from docfence.core.records import Job
 from docfence.core.states import JobState
-from docfence.engines.samples import links
 from docfence.maintenance.reconciler import Reconciler
-from docfence.runtime import Runtime
+from docfence.samples.pdfs import links
 from docfence.service import Principal, Service, SubmitRequest
 from docfence.store.base import open_store
 from docfence.testing.barriers import HANG_GUARD_S, Barriers
 from docfence.testing.procs import long_budget_config, start_worker, stop, wait_for, worker_env
 from docfence.testing.stores import temporary_pg_database
+from docfence.wiring import Runtime
 
 PRINCIPAL = Principal("test", "t1", ("admin",))
 LEASE_TTL_S = 120.0  # longer than any case runs: only the test decides when a lease expires

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from docfence.config import load_settings
 from docfence.core.states import JobState
-from docfence.engines.samples import links
-from docfence.runtime import Runtime
+from docfence.samples.pdfs import links
 from docfence.service import Principal, Service, SubmitRequest
 from docfence.testing.procs import long_budget_config, worker_env
+from docfence.wiring import Runtime
 
 ADMIN = Principal("ops", "t1", ("admin",))
 

@@ -16,12 +16,12 @@ import pytest
 
 from docfence.config import load_settings
 from docfence.core.states import JobState
-from docfence.engines.samples import links
-from docfence.runtime import Runtime
+from docfence.samples.pdfs import links
 from docfence.service import Principal, Service, SubmitRequest
 from docfence.testing.procs import REPO, long_budget_config, start_worker, stop, wait_for, worker_env
 from docfence.testing.proctree import descendants, render_processes, running, zygotes_under
 from docfence.testing.stores import temporary_pg_database
+from docfence.wiring import Runtime
 
 PRINCIPAL = Principal("test", "t1", ("admin",))
 HANG_GUARD_S = 120  # generous on a shared machine: expiring means a hang, not slowness

@@ -14,11 +14,11 @@ from pathlib import Path
 
 from docfence.config import load_settings
 from docfence.core.states import JobState
-from docfence.engines.samples import links
-from docfence.runtime import Runtime
+from docfence.samples.pdfs import links
 from docfence.service import Principal, Service, SubmitRequest
 from docfence.testing.barriers import HANG_GUARD_S, Barriers
 from docfence.testing.procs import long_budget_config, start_worker, wait_for, worker_env
+from docfence.wiring import Runtime
 
 
 def setup(tmp_path: Path, grace_s: float) -> tuple[Runtime, str, dict[str, str]]:

@@ -11,7 +11,7 @@ from typing import Any
 from docfence.blobs.regions import RegionRouter
 from docfence.config import Settings, WorkerConfig
 from docfence.core.states import JobState
-from docfence.engines.samples import links
+from docfence.samples.pdfs import links
 from docfence.service import Principal, Service, SubmitRequest
 from docfence.testing.procs import LONG_BUDGET_LIMITS
 from docfence.testing.wakeup_probe import HANG_GUARD_S

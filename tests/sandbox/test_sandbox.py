@@ -12,7 +12,7 @@ import pytest
 
 from docfence.core.errors import ConfigError, EngineError, RenderCrashed
 from docfence.core.policy import JobPolicy, Kind, Limits, Mode
-from docfence.engines import samples
+from docfence.samples import pdfs
 from docfence.sandbox import Outcome, Sandbox, Task
 from docfence.sandbox.outcomes import from_exception, from_exit
 from docfence.testing.procs import wait_for
@@ -62,7 +62,7 @@ def _render_process(sandbox: Sandbox) -> int:
 
 
 def test_two_jobs_never_share_a_render_process(sandbox: Sandbox, tmp_path: Path) -> None:
-    src = _input(tmp_path, samples.links())
+    src = _input(tmp_path, pdfs.links())
     first = sandbox.run(Task("watermark", src, tmp_path / "a.pdf", LONG))
     second = sandbox.run(Task("watermark", src, tmp_path / "b.pdf", LONG))
     assert first.ok and second.ok, (first, second)
@@ -96,7 +96,7 @@ def test_exit_mapping() -> None:
 
 
 def test_sigkill_of_a_render_process_fails_its_own_task_only(stalling: Sandbox, tmp_path: Path) -> None:
-    src = _input(tmp_path, samples.links())
+    src = _input(tmp_path, pdfs.links())
     thread, result = _run_in_thread(stalling, Task("watermark", src, tmp_path / "o.pdf", LONG))
     victim = _render_process(stalling)
     zygote = stalling.zygote_pid
@@ -110,7 +110,7 @@ def test_sigkill_of_a_render_process_fails_its_own_task_only(stalling: Sandbox, 
 
 def test_wall_clock_budget_kills_the_render_process(stalling: Sandbox, tmp_path: Path) -> None:
     tight = JobPolicy(limits=Limits(render_base_s=0.2, render_per_mb_s=0.1, render_timeout_s=0.5))
-    outcome = stalling.run(Task("watermark", _input(tmp_path, samples.links()), tmp_path / "o.pdf", tight))
+    outcome = stalling.run(Task("watermark", _input(tmp_path, pdfs.links()), tmp_path / "o.pdf", tight))
     assert (outcome.error_code, outcome.retryable) == ("render_resource_exceeded", False)
     assert "time budget" in (outcome.error_message or "")
     assert stalling.zygote_pid is not None
@@ -119,7 +119,7 @@ def test_wall_clock_budget_kills_the_render_process(stalling: Sandbox, tmp_path:
 
 def test_cancel_kills_and_records_nothing(stalling: Sandbox, tmp_path: Path) -> None:
     stop = threading.Event()
-    src = _input(tmp_path, samples.links())
+    src = _input(tmp_path, pdfs.links())
     thread, result = _run_in_thread(stalling, Task("watermark", src, tmp_path / "o.pdf", LONG),
                                     cancel=stop.is_set)
     _render_process(stalling)
@@ -130,7 +130,7 @@ def test_cancel_kills_and_records_nothing(stalling: Sandbox, tmp_path: Path) -> 
 
 def test_a_dead_zygote_fails_its_running_task_and_is_restarted(stalling: Sandbox, tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    src = _input(tmp_path, samples.links())
+    src = _input(tmp_path, pdfs.links())
     thread, result = _run_in_thread(stalling, Task("watermark", src, tmp_path / "o.pdf", LONG))
     victim = _render_process(stalling)
     import os
@@ -148,7 +148,7 @@ def test_a_dead_zygote_fails_its_running_task_and_is_restarted(stalling: Sandbox
 def test_memory_limit_fails_the_task_not_the_sandbox(sandbox: Sandbox, tmp_path: Path) -> None:
     # a 600 DPI raster of an A4 page needs ~100 MB of pixels; this job may add 8 MB to the warm process
     starved = JobPolicy(mode=Mode.RASTER, dpi=600, limits=Limits(render_memory_mb=8))
-    src = _input(tmp_path, samples.many_pages(2))
+    src = _input(tmp_path, pdfs.many_pages(2))
     outcome = sandbox.run(Task("watermark", src, tmp_path / "o.pdf", starved))
     assert not outcome.ok and outcome.error_code in ("render_resource_exceeded", "render_crashed"), outcome
     assert sandbox.run(Task("watermark", src, tmp_path / "ok.pdf", LONG)).ok
@@ -165,7 +165,7 @@ def test_heartbeat_runs_while_the_task_runs_and_its_error_stops_it(stalling: San
         if len(beats) >= 3:
             raise LeaseGone
 
-    src = _input(tmp_path, samples.links())
+    src = _input(tmp_path, pdfs.links())
     with pytest.raises(LeaseGone):
         stalling.run(Task("watermark", src, tmp_path / "o.pdf", LONG), heartbeat=heartbeat,
                      heartbeat_interval_s=0.05)
@@ -182,7 +182,7 @@ def test_budget_scales_with_input() -> None:
 
 
 def test_a_render_process_reports_where_its_cpu_went(sandbox: Sandbox, tmp_path: Path) -> None:
-    outcome = sandbox.run(Task("watermark", _input(tmp_path, samples.links()), tmp_path / "out.pdf",
+    outcome = sandbox.run(Task("watermark", _input(tmp_path, pdfs.links()), tmp_path / "out.pdf",
                                JobPolicy(mode=Mode.VECTOR)))
     assert outcome.ok
     for measure in ("cpu_ms", "subprocess_cpu_ms", "minflt"):
@@ -191,16 +191,16 @@ def test_a_render_process_reports_where_its_cpu_went(sandbox: Sandbox, tmp_path:
 
 
 def test_the_watermark_profile_leaves_the_report_engine_out_but_runs_any_kind(tmp_path: Path) -> None:
-    from docfence.engines.report_bundle import TemplateBundle
-    from docfence.engines.report_job import build_snapshot
+    from docfence.engines.report.bundle import TemplateBundle
     from docfence.reports.templates import encode_assets
     from docfence.sandbox import zygote
+    from docfence.sandbox.report_job import build_snapshot
 
     assert zygote._import_reports not in zygote.warm_later("watermark")
     assert zygote._import_reports in zygote.warm_later("all")
     schema = {"type": "object"}
     bundle = TemplateBundle(name="t", html="<h1>{{ title }}</h1>", css="", schema=schema)
-    from docfence.engines.report import template_hash
+    from docfence.engines.report.render import template_hash
 
     snapshot = build_snapshot(name="t", html=bundle.html, css="", assets_b64=encode_assets(bundle),
                               schema=schema, sha256=template_hash(bundle), data={"title": "Hi"}, variant=None)

@@ -17,8 +17,8 @@ import pikepdf
 import pytest
 
 from docfence.core.policy import JobPolicy, Limits, SigningSpec
-from docfence.engines import samples
 from docfence.engines.signing import SigningKey
+from docfence.samples import pdfs
 from docfence.sandbox import Outcome, Sandbox, Task
 from docfence.testing.procs import wait_for
 from docfence.testing.proctree import render_processes
@@ -37,7 +37,7 @@ def key() -> SigningKey:
 
 def _encrypted(tmp_path: Path) -> Path:
     out = io.BytesIO()
-    with pikepdf.open(io.BytesIO(samples.many_pages(1))) as pdf:
+    with pikepdf.open(io.BytesIO(pdfs.many_pages(1))) as pdf:
         pdf.save(out, encryption=pikepdf.Encryption(owner="o-" + PASSWORD, user=PASSWORD, R=6))
     path = tmp_path / "locked.pdf"
     path.write_bytes(out.getvalue())
@@ -87,7 +87,7 @@ def test_no_secret_in_either_zygote_after_a_sign_and_a_password_task(key: Signin
                                 password=PASSWORD))
         assert locked.ok, locked  # the render process did get the password
         plain = tmp_path / "plain.pdf"
-        plain.write_bytes(samples.many_pages(1))
+        plain.write_bytes(pdfs.many_pages(1))
         signed = signer.run(Task("sign", plain, tmp_path / "signed.pdf",
                                  JobPolicy(signing=SigningSpec(), limits=LONG.limits),
                                  signing=key.to_request()))
@@ -107,7 +107,7 @@ def test_a_task_prints_no_secret(key: SigningKey, tmp_path: Path) -> None:
 def test_a_sign_task_never_runs_in_a_sandbox_that_forks_untrusted_work(key: SigningKey,
                                                                       tmp_path: Path) -> None:
     plain = tmp_path / "plain.pdf"
-    plain.write_bytes(samples.many_pages(1))
+    plain.write_bytes(pdfs.many_pages(1))
     sign = Task("sign", plain, tmp_path / "s.pdf", JobPolicy(signing=SigningSpec()), signing=key.to_request())
     mark = Task("watermark", plain, tmp_path / "m.pdf", LONG)
     for profile in ("all", "watermark", "report"):

@@ -16,8 +16,8 @@ from api.conftest import api_env  # tests/ is on sys.path (rootdir packages, no 
 from docfence.blobs import RegionRouter
 from docfence.config import DocumentClass, SigningConfig
 from docfence.core.policy import SigningSpec
-from docfence.engines import samples
 from docfence.engines.signing import SigningKey
+from docfence.samples import pdfs
 from docfence.sandbox import Sandbox
 from docfence.testing.signing_ca import write_test_ca
 from docfence.worker.runner import Worker
@@ -27,7 +27,7 @@ from .test_secrets import PASSWORD, _found, _needles
 
 def _locked() -> bytes:
     out = io.BytesIO()
-    with pikepdf.open(io.BytesIO(samples.many_pages(1))) as pdf:
+    with pikepdf.open(io.BytesIO(pdfs.many_pages(1))) as pdf:
         pdf.save(out, encryption=pikepdf.Encryption(owner="o-" + PASSWORD, user=PASSWORD, R=6))
     return out.getvalue()
 
@@ -51,7 +51,7 @@ def test_a_worker_keeps_the_key_and_the_password_out_of_its_zygotes(
     classes = {"default": DocumentClass("default"), "signed": DocumentClass("signed", signing=SigningSpec())}
     signing = SigningConfig(pkcs12=str(p12), pkcs12_password=made.password)
     with api_env(tmp_path, classes=classes, signing=signing) as env, env.client() as client:
-        signed = client.submit(samples.many_pages(2), document_class="signed")
+        signed = client.submit(pdfs.many_pages(2), document_class="signed")
         locked = tmp_path / "locked.pdf"
         locked.write_bytes(_locked())
         protected = client.submit(locked, password=PASSWORD)

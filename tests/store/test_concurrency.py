@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from docfence.benchmarks.queue import drain_worker, enqueue, run_processes
 from docfence.store import open_store
+from docfence.testing.queue_load import drain_worker, enqueue, run_processes
 from docfence.testing.stores import temporary_pg_database
 
 

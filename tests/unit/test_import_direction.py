@@ -15,15 +15,20 @@ from docfence.testing.imports import ROOT, cycles, imported_modules, module_grap
 FLOORS = {
     "core": 0,
     "config": 1, "faults": 1,
+    # report rendering and sample PDFs import only core (and their libraries): the watermark engines
+    # reuse the report's asset-only URL fetcher, and warm-ups in engines and the sandbox draw samples
+    "engines.report": 1, "samples": 1,
     # bytes, rows and counters: each knows nothing of jobs' workflow
-    "store": 2, "blobs": 2, "engines": 2, "providers": 2, "layout": 2, "logs": 2,
+    "store": 2, "blobs": 2, "engines": 2, "providers": 2, "storage_keys": 2, "logs": 2,
     "observability.metrics": 2,  # core + prometheus_client only, so every layer above may count
+    "samples.monthly_report": 2,  # the sample report template, loaded with engines.report's bundle loader
     "sandbox": 3,  # runs the engines in render processes under limits
     "intake": 3,  # an upload checked and stored before its job exists
     "maintenance": 4, "worker": 4, "reports": 4, "observability": 4,
     "verification": 4,  # what the public verification page may say about an issued document
     "service": 5,  # use cases; deletion is the maintenance service's job, the service calls it
-    "runtime": 5,  # wires store, blobs, worker and reconciler for the commands
+    "wiring": 5,  # wires store, blobs, worker and reconciler for the commands
+    "harness": 5,  # starts docfence processes and scratch databases for benchmarks and tests
     "demo": 6, "benchmarks": 6,
     "api": 7, "client": 7,  # the operator console is part of the API (api/console: its routes, its keys)
     "cli": 8,  # commands over everything, including the HTTP client and `serve`
@@ -86,6 +91,14 @@ def test_the_cycle_finder_finds_cycles() -> None:
 def test_production_never_imports_the_test_helpers() -> None:
     used = [(name, m) for name, path in production_modules() for m in imported_modules(path)
             if m.startswith("docfence.testing")]
+    assert used == []
+
+
+def test_the_test_helpers_never_import_the_benchmarks() -> None:
+    """What tests and benchmarks share lives below both (in `harness`): a test that runs a benchmark's
+    module would fail when the benchmark changes what it measures."""
+    used = [(path.name, m) for path in (ROOT / "testing").rglob("*.py") for m in imported_modules(path)
+            if m.startswith("docfence.benchmarks")]
     assert used == []
 
 

@@ -7,7 +7,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from docfence.engines.report_bundle import TemplateBundle, load_bundle
+from docfence.engines.report.bundle import TemplateBundle, load_bundle
 
 TEMPLATES_DIR = Path(__file__).parent / "report_templates"
 MONTHLY_DIR = TEMPLATES_DIR / "monthly"

@@ -1,41 +1,19 @@
-"""What benchmarks (and tests) need to run docfence for real: throwaway PostgreSQL databases and
-worker processes started with a given environment, waited for and stopped with real signals."""
+"""`docfence worker` processes for benchmarks and tests: started with a given environment, waited for
+and stopped with real signals."""
 
 from __future__ import annotations
 
-import secrets
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
-from docfence.config import admin_database_url, environment
+from docfence.config import environment
 from docfence.core.clock import monotonic
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def pg_url_for(dbname: str) -> str:
-    base, _, _ = admin_database_url().rpartition("/")
-    return f"{base}/{dbname}"
-
-
-@contextmanager
-def temporary_pg_database(prefix: str = "docfence_test") -> Iterator[str]:
-    """Create an empty database, yield its URL, drop it afterwards."""
-    name = f"{prefix}_{secrets.token_hex(4)}"
-    with psycopg.connect(admin_database_url(), autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield pg_url_for(name)
-    finally:
-        with psycopg.connect(admin_database_url(), autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def worker_env(db_url: str, storage_url: str, **extra: str) -> dict[str, str]:

@@ -1,5 +1,6 @@
-"""A report job's bytes in -> PDF out: the job's input is a frozen JSON snapshot (template version + data +
-variant); verify the template hash, render in the sandbox, then watermark and validate like any PDF."""
+"""A report job's input format (a frozen JSON snapshot: template version + data + variant) and its render:
+verify the template hash, render, then watermark and validate like any PDF. It lives in the sandbox, not in
+reports/ (which builds snapshots): render processes read it, and reports/ sits above the sandbox."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from typing import Any
 
 from docfence.core.errors import TemplateDataInvalid, TemplateError, ValidationFailed
 from docfence.core.policy import JobPolicy, Kind
-from docfence.engines import ProcessResult, process
-from docfence.engines.report import VARIANTS, TemplateBundle, render_report, template_hash
+from docfence.engines import ProcessResult, watermark_document
+from docfence.engines.report.render import VARIANTS, TemplateBundle, render_report, template_hash
 
 SNAPSHOT_FORMAT = "docfence.report-input.v1"
 
@@ -53,15 +54,16 @@ def parse_snapshot(data: bytes) -> tuple[TemplateBundle, dict[str, Any], str | N
 
 
 def render_report_job(data: bytes, policy: JobPolicy) -> ProcessResult:
-    """Render one report job. With `policy.watermark` the rendered PDF goes through `engines.process`
-    (watermark + fidelity validation); without, it is checked to open with pages. Raises TemplateError,
-    TemplateDataInvalid, RenderResourceExceeded or ValidationFailed (all coded, all permanent)."""
+    """Render one report job. With `policy.watermark` the rendered PDF goes through
+    `engines.watermark_document` (watermark + fidelity validation); without, it is checked to open with
+    pages. Raises TemplateError, TemplateDataInvalid, RenderResourceExceeded or ValidationFailed (all
+    coded, all permanent)."""
     bundle, report_data, variant = parse_snapshot(data)
     rendered = render_report(bundle, report_data, variant=variant, max_pages=policy.limits.max_pages)
     summary = {"template_sha256": rendered.template_sha256, "variant": variant,
                "rendered_pages": rendered.pages, "refused_urls": len(rendered.refused_urls)}
     if policy.watermark is not None:
-        result = process(rendered.pdf, policy.evolve(kind=Kind.WATERMARK))
+        result = watermark_document(rendered.pdf, policy.evolve(kind=Kind.WATERMARK))
         return ProcessResult(result.output, result.pages, {**result.validation, "report": summary},
                              result.mode)
     pages = _page_count(rendered.pdf)

@@ -1,5 +1,5 @@
-"""Run a benchmark's worker function in W fresh processes released together, and time them: shared by
-the queue benchmark and the procrastinate baseline, so neither imports the other."""
+"""Run a worker function in W fresh processes released together, and time them: shared by the queue
+benchmark, the procrastinate baseline (so neither imports the other) and the concurrency tests."""
 
 from __future__ import annotations
 

@@ -75,7 +75,7 @@ def register(sub: Any) -> None:
 
 
 def _runtime() -> Any:
-    from docfence.runtime import Runtime
+    from docfence.wiring import Runtime
 
     return Runtime.open(load_settings())
 
@@ -92,7 +92,7 @@ def db_upgrade(args: argparse.Namespace) -> int:
 def run_worker_cmd(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from docfence.runtime import Runtime, run_worker
+    from docfence.wiring import Runtime, run_worker
 
     settings = load_settings()
     configure_logs(settings.log_level.upper())

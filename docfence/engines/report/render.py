@@ -15,10 +15,10 @@ from weasyprint.text.fonts import FontConfiguration
 
 from docfence.core.clock import monotonic
 from docfence.core.errors import RenderResourceExceeded, TemplateError
-from docfence.engines.report_bundle import TemplateBundle, load_bundle, template_hash
-from docfence.engines.report_data import validate_data
-from docfence.engines.report_fetch import BASE_URL, BundleFetcher, quiet_weasyprint
-from docfence.engines.report_jinja import render_html
+from docfence.engines.report.bundle import TemplateBundle, load_bundle, template_hash
+from docfence.engines.report.data import validate_data
+from docfence.engines.report.fetch import BASE_URL, BundleFetcher, quiet_weasyprint
+from docfence.engines.report.jinja import render_html
 
 __all__ = [
     "VARIANTS",

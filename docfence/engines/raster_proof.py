@@ -1,0 +1,192 @@
+"""The raster pixel proof's two sides of a page without rendering them again where that proves nothing
+new: the input side from the engine's own render of the source (cross-checked on a sample), the output
+side decoded straight from the page's one image once structure proves the page shows exactly that image
+edge to edge; pdfium renders whatever structure cannot prove, and both sides of the sampled pages."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pikepdf
+import pypdfium2 as pdfium
+from PIL import Image, ImageChops
+
+from docfence.engines.geometry import PageGeometry
+from docfence.engines.mark_pixels import PageMarks, coverage_mask
+from docfence.engines.pixel_proof import (
+    proof_scale,
+    raster_pixel_problem,
+    raster_unselected_problem,
+    render,
+    render_like,
+)
+
+_PAGE_KEYS = {"/Type", "/MediaBox", "/Resources", "/Contents", "/Parent"}
+_IMAGE_KEYS = {"/Type", "/Subtype", "/Width", "/Height", "/BitsPerComponent", "/ColorSpace", "/Filter",
+               "/DecodeParms", "/Length"}
+_EXACT = 2  # largest channel difference allowed between two pdfium renders of the same page
+
+
+@dataclass(frozen=True)
+class RasterSides:
+    """Per-document inputs of the raster proof. `references[i]`: the engine's render of source page i,
+    reduced as pixel_proof.render reduces it (None where the engine made none); `sample`: pages whose
+    both sides pdfium renders here, to cross-check the references and the decoding."""
+
+    out_pages: list[pikepdf.Dictionary]
+    out_geos: list[PageGeometry]
+    references: Sequence[Image.Image | None] | None
+    sample: frozenset[int]
+    dpi: int
+
+    def method(self) -> str:
+        if len(self.sample) == len(self.out_pages):
+            return "pdfium renders both sides of every page (the output's decoded images cross-checked)"
+        before = ("the engine's render of the input, pdfium re-rendering the sample" if self.references
+                  else "pdfium render of the input")
+        return (f"input side: {before}; output side: the page's image decoded where structure proves the "
+                "page shows only it edge to edge, else pdfium render; pdfium renders both sides of the "
+                "sample")
+
+
+def shown_image(page: pikepdf.Dictionary, geo: PageGeometry) -> pikepdf.Stream | None:
+    """The image the page shows edge to edge and nothing else, proved by structure; else None. Proved:
+    no entries beyond type, box, resources and contents (no annotations, groups, rotation or crop, not
+    even inherited); one content stream that is exactly `q W 0 0 H 0 0 cm /Name Do Q` for the page's
+    box; one resource, that image, without masks, decode arrays or optional-content entries."""
+    w, h = geo.display_size
+    if set(page.keys()) - _PAGE_KEYS or geo.rotate or geo.crop != geo.media or geo.media[:2] != (0, 0):
+        return None
+    if "/Resources" not in page:  # its own resources: nothing inherited from the page tree counts
+        return None
+    contents, resources = page.get("/Contents"), page.Resources
+    if not isinstance(contents, pikepdf.Stream) or set(resources.keys()) != {"/XObject"}:
+        return None
+    xobjects = resources.XObject
+    if not isinstance(xobjects, pikepdf.Dictionary) or len(xobjects.keys()) != 1:
+        return None
+    name = next(iter(xobjects.keys()))
+    try:
+        ops = [(list(item.operands), str(item.operator)) for item in pikepdf.parse_content_stream(contents)]
+    except pikepdf.PdfError:
+        return None
+    if [op for _, op in ops] != ["q", "cm", "Do", "Q"] or ops[2][0] != [pikepdf.Name(name)]:
+        return None
+    matrix = [float(v) for v in ops[1][0]]
+    if len(matrix) != 6 or any(abs(a - b) > 1e-3 for a, b in zip(matrix, (w, 0, 0, h, 0, 0), strict=True)):
+        return None
+    image = xobjects[name]
+    if not isinstance(image, pikepdf.Stream) or set(image.keys()) - _IMAGE_KEYS:
+        return None
+    return image if image.get("/Subtype") == pikepdf.Name.Image else None
+
+
+class Undecodable(Exception):
+    """The page's image is of a form decode() reads, but its data does not decode to its size."""
+
+
+def decode(image: pikepdf.Stream) -> Image.Image | None:
+    """The image's pixels as RGB, decoded by libqpdf (Flate, predictors) or Pillow (JPEG), for the forms
+    the raster engine writes; None for any other form (pdfium then renders the page). Raises
+    Undecodable when the data is damaged or of the wrong length, which a renderer would paper over."""
+    try:
+        width, height, bits = int(image.Width), int(image.Height), int(image.BitsPerComponent)
+        space, kind = image.ColorSpace, image.Filter
+        if kind == pikepdf.Name.DCTDecode:
+            img = Image.open(io.BytesIO(image.read_raw_bytes()))
+            expected = {"/DeviceGray": "L", "/DeviceRGB": "RGB"}.get(str(space))
+            if img.mode != expected:
+                return None
+            if img.size != (width, height):
+                raise Undecodable("the JPEG's size is not the image's")
+            return img.convert("RGB")
+        if kind != pikepdf.Name.FlateDecode:
+            return None
+        data = image.read_bytes()
+        if isinstance(space, pikepdf.Array):
+            return _indexed(space, width, height, bits, data)
+        mode = {("/DeviceGray", 8): "L", ("/DeviceRGB", 8): "RGB"}.get((str(space), bits))
+        if mode is None:
+            return None
+        if len(data) != width * height * len(mode):
+            raise Undecodable("the image's data is not its size")
+        return Image.frombytes(mode, (width, height), data).convert("RGB")
+    except (pikepdf.PdfError, OSError) as exc:  # a damaged stream (qpdf) or JPEG (Pillow)
+        raise Undecodable(f"the image does not decode ({type(exc).__name__})") from exc
+    except (AttributeError, ValueError, TypeError):  # entries of unexpected types: not our form
+        return None
+
+
+def _indexed(space: pikepdf.Array, width: int, height: int, bits: int, data: bytes) -> Image.Image | None:
+    if len(space) != 4 or space[0] != pikepdf.Name.Indexed or space[1] != pikepdf.Name.DeviceRGB:
+        return None
+    lookup, hival = bytes(space[3]), int(space[2])
+    rawmode = {4: "P;4", 8: "P"}.get(bits)
+    row = (width * bits + 7) // 8
+    if rawmode is None or len(lookup) < 3 * (hival + 1) or hival > 255:
+        return None
+    if len(data) != row * height:
+        raise Undecodable("the image's data is not its size")
+    img = Image.frombytes("P", (width, height), data, "raw", rawmode)
+    if hival + 1 < 1 << bits:  # some index has no colour (the engine fills the table): check the pixels
+        used = img.getextrema()[1]
+        if not isinstance(used, int) or used > hival:  # let pdfium decide what such a pixel shows
+            return None
+    img.putpalette(lookup[: 3 * (hival + 1)])
+    return img.convert("RGB")
+
+
+def sides(
+    ctx: RasterSides, index: int, src: pdfium.PdfPage, out: pdfium.PdfPage
+) -> tuple[Image.Image, Image.Image, list[str]]:
+    """(input side, output side, cross-check failures) of page `index` for the raster pixel proof."""
+    _, factor = proof_scale(src.get_size(), ctx.dpi)
+    reference = ctx.references[index] if ctx.references else None
+    own = render(src, ctx.dpi) if reference is None or index in ctx.sample else None
+    before = own if own is not None else reference
+    assert before is not None
+    problems: list[str] = []
+    if own is not None and reference is not None and not _same(own, reference):
+        problems.append("the engine's render of the input differs from the validator's")
+    decoded = None
+    image = shown_image(ctx.out_pages[index], ctx.out_geos[index])
+    try:
+        full = decode(image) if image is not None else None
+    except Undecodable as exc:
+        full = None
+        problems.append(f"the page's image: {exc}")
+    if full is not None:
+        decoded = full.reduce(factor) if factor > 1 else full
+        decoded = decoded if decoded.size == before.size else None
+    if decoded is not None and index not in ctx.sample:
+        return before, decoded, problems
+    rendered = render_like(out, before.size)
+    if decoded is not None and raster_unselected_problem(rendered, decoded):
+        problems.append("pdfium shows the page image differently than it decodes")
+    return before, rendered, problems
+
+
+def page_problem(
+    ctx: RasterSides, index: int, src: pdfium.PdfPage, out: pdfium.PdfPage, drawn: PageMarks,
+    geo: PageGeometry,
+) -> str | None:
+    """What is wrong with raster page `index` (None: nothing): the mark (`drawn`, the marks of a selected
+    page; empty: the page is not selected) must show where it is and the page look as before elsewhere."""
+    before, after, found = sides(ctx, index, src, out)
+    if not drawn:
+        problem = raster_unselected_problem(before, after)
+    else:
+        faintest = min(m.spec.opacity for m in drawn)
+        problem = raster_pixel_problem(before, after, coverage_mask(geo, drawn, before.size), faintest)
+    return "; ".join([*found, *([problem] if problem else [])]) or None
+
+
+def _same(a: Image.Image, b: Image.Image) -> bool:
+    if a.size != b.size:
+        return False
+    return all(high <= _EXACT for _, high in ImageChops.difference(a, b).getextrema())  # type: ignore[misc]
+
+
+__all__ = ["RasterSides", "Undecodable", "decode", "page_problem", "shown_image", "sides"]

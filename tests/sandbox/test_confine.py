@@ -1,0 +1,117 @@
+"""Render processes are confined (Landlock): a forked process under a real ruleset is refused what a
+hostile document must not reach (another file, a folder, a TCP connection, a signal to its parent), and
+keeps what its task needs; every render process of a real sandbox runs confined, and jobs still work."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from docfence.core.policy import JobPolicy
+from docfence.samples import pdfs
+from docfence.sandbox import Sandbox, Task
+from docfence.sandbox.confine import Confinement, available, confine
+from docfence.sandbox.zygote import private_tmp
+from docfence.testing.barriers import HANG_GUARD_S
+from docfence.testing.procs import wait_for
+
+pytestmark = pytest.mark.skipif(available() < 6, reason="needs Landlock ABI 6 (Linux 6.12+)")
+
+
+def _attempt(name: str, action: object) -> str:
+    try:
+        action()  # type: ignore[operator]
+    except PermissionError:
+        return "refused"
+    except OSError as exc:
+        return f"error {exc.errno}"
+    return "allowed"
+
+
+def _confined_child(plan: Confinement, probes: dict[str, object]) -> dict[str, str]:
+    """Fork, confine the child to `plan`, run each probe there; what each probe met."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        code = 0
+        try:
+            os.close(r)
+            abi = confine(plan)
+            results = {"abi": str(abi), **{name: _attempt(name, probe) for name, probe in probes.items()}}
+            os.write(w, json.dumps(results).encode())
+        except BaseException:
+            code = 70
+        finally:
+            os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as fh:
+        data = fh.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    return dict(json.loads(data))
+
+
+@pytest.fixture
+def listener() -> Iterator[int]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+def test_a_confined_process_reaches_only_what_its_task_needs(tmp_path: Path, listener: int) -> None:
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "input.pdf").write_bytes(b"%PDF-1.7 input")
+    (job / "output.pdf").write_bytes(b"")
+    private = tmp_path / "private"
+    private.mkdir()
+    database = tmp_path / "docfence.db"  # stands for the store, the configuration, other jobs' files
+    database.write_bytes(b"SQLite format 3")
+    other_job = tmp_path / "other-job"
+    other_job.mkdir()
+    (other_job / "input.pdf").write_bytes(b"%PDF-1.7 another tenant")
+    parent = os.getpid()
+    plan = Confinement(read_files=(str(job / "input.pdf"),), write_files=(str(job / "output.pdf"),),
+                       private_dirs=(str(private),))
+    seen = _confined_child(plan, {
+        "read input": lambda: (job / "input.pdf").read_bytes(),
+        "write output": lambda: (job / "output.pdf").write_bytes(b"%PDF-1.7 out"),
+        "temporary file": lambda: (private / "copy.pdf").write_bytes(b"x"),
+        "import a module": lambda: __import__("email.mime.text"),
+        "read the database": lambda: database.read_bytes(),
+        "read another job": lambda: (other_job / "input.pdf").read_bytes(),
+        "write beside the output": lambda: (job / "extra.pdf").write_bytes(b"x"),
+        "overwrite the input": lambda: (job / "input.pdf").write_bytes(b"x"),
+        "list the job folder": lambda: os.listdir(job),
+        "connect over TCP": lambda: socket.create_connection(("127.0.0.1", listener), timeout=5).close(),
+        "signal the parent": lambda: os.kill(parent, 0),
+    })
+    assert int(seen.pop("abi")) >= 6
+    assert seen == {
+        "read input": "allowed", "write output": "allowed", "temporary file": "allowed",
+        "import a module": "allowed", "read the database": "refused", "read another job": "refused",
+        "write beside the output": "refused", "overwrite the input": "refused",
+        "list the job folder": "refused", "connect over TCP": "refused", "signal the parent": "refused",
+    }
+    assert (job / "output.pdf").read_bytes() == b"%PDF-1.7 out"
+    assert not (job / "extra.pdf").exists() and database.read_bytes() == b"SQLite format 3"
+
+
+def test_every_render_process_of_a_sandbox_runs_confined_and_the_job_still_succeeds(tmp_path: Path) -> None:
+    source = tmp_path / "in.pdf"
+    source.write_bytes(pdfs.links())
+    with Sandbox() as sandbox:
+        sandbox.start()
+        outcome = sandbox.run(Task("watermark", source, tmp_path / "out.pdf", JobPolicy()))
+        assert outcome.ok, outcome
+        assert outcome.process["confined"] >= 6
+        pid = outcome.process["pid"]
+        # its private folder goes with it: emptied by the process, removed by the zygote that reaps it
+        wait_for(lambda: not Path(private_tmp(pid)).exists(), HANG_GUARD_S, "the private folder removed")
+    assert (tmp_path / "out.pdf").read_bytes().startswith(b"%PDF-")
