@@ -50,9 +50,15 @@ class Event(enum.StrEnum):
 
 @dataclass(frozen=True)
 class Transition:
+    """One row of the table: `event` moves a job from `source` to `target` (attempt + 1 when
+    `bumps_attempt`) through the store query named `query`, the same name in every dialect
+    (docfence/store/queries/<dialect>/transitions.sql). Stores take target, attempt bump and the
+    audit event's from/to/reason from this row."""
+
     event: Event
     source: JobState | None  # None: the job is created by this transition
     target: JobState
+    query: str
     bumps_attempt: bool = False
 
 
@@ -61,19 +67,19 @@ _S, _F, _C = JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELED
 
 #: The closed table. Anything not listed here never happens.
 TRANSITIONS: tuple[Transition, ...] = (
-    Transition(Event.SUBMITTED, None, _Q),
-    Transition(Event.LEASE_ACQUIRED, _Q, _R, bumps_attempt=True),
-    Transition(Event.ARTIFACT_COMMITTED, _R, _S),
-    Transition(Event.PERMANENT_ERROR, _R, _F),
-    Transition(Event.RETRYABLE_ERROR, _R, _Q),
-    Transition(Event.RETRIES_EXHAUSTED, _R, _F),
-    Transition(Event.LEASE_EXPIRED, _R, _Q),
-    Transition(Event.LEASE_EXPIRED_EXHAUSTED, _R, _F),
-    Transition(Event.LEASE_RELEASED, _R, _Q),  # graceful shutdown hands the lease back early
-    Transition(Event.DEADLINE_REACHED, _Q, _C),
-    Transition(Event.DEADLINE_REACHED, _R, _C),
-    Transition(Event.CANCEL_REQUESTED, _Q, _C),
-    Transition(Event.CANCEL_REQUESTED, _R, _C),
+    Transition(Event.SUBMITTED, None, _Q, "submitted"),
+    Transition(Event.LEASE_ACQUIRED, _Q, _R, "lease_acquired", bumps_attempt=True),
+    Transition(Event.ARTIFACT_COMMITTED, _R, _S, "artifact_committed"),
+    Transition(Event.PERMANENT_ERROR, _R, _F, "error_reported"),
+    Transition(Event.RETRYABLE_ERROR, _R, _Q, "error_reported"),
+    Transition(Event.RETRIES_EXHAUSTED, _R, _F, "error_reported"),  # a retryable error, no attempt left
+    Transition(Event.LEASE_EXPIRED, _R, _Q, "lease_expired"),
+    Transition(Event.LEASE_EXPIRED_EXHAUSTED, _R, _F, "lease_expired"),
+    Transition(Event.LEASE_RELEASED, _R, _Q, "lease_released"),  # graceful shutdown hands the lease back
+    Transition(Event.DEADLINE_REACHED, _Q, _C, "deadline_reached"),
+    Transition(Event.DEADLINE_REACHED, _R, _C, "deadline_reached"),
+    Transition(Event.CANCEL_REQUESTED, _Q, _C, "cancel_requested"),
+    Transition(Event.CANCEL_REQUESTED, _R, _C, "cancel_requested"),
 )
 
 _BY_KEY = {(t.event, t.source): t for t in TRANSITIONS}
@@ -90,7 +96,3 @@ def transition(event: Event, source: JobState | None) -> Transition:
         src = source.value if source else "nothing"
         raise IllegalTransition(f"{event.value} is not allowed from {src}") from None
 
-
-def sources_for(event: Event) -> tuple[JobState, ...]:
-    """States an event may leave from (used by stores to build their predicates)."""
-    return tuple(t.source for t in TRANSITIONS if t.event is event and t.source is not None)

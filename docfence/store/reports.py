@@ -2,7 +2,7 @@
 observations (their records live in core/records/reports.py).
 
 A mixin of SqlStore: it uses the same `_tx()` and named queries (queries/<dialect>/reports.sql). Jobs
-are only ever moved by SqlStore's fenced transitions; the one claim here mirrors `claim_jobs`.
+are only ever moved by SqlStore's fenced transitions (store/sqlstore.py), the dispatcher's claim too.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from docfence.core.errors import LeaseLost, NotFound, TemplateIdTaken
-from docfence.core.records import Claim, Job
+from docfence.core.records import Job
 from docfence.core.records.reports import (
     ProviderObservation,
     ReportRequest,
@@ -21,7 +21,6 @@ from docfence.core.records.reports import (
     TemplateInfo,
     TemplateVersion,
 )
-from docfence.core.states import Event, JobState, transition
 from docfence.store.sqlbase import Row, SqlBase, _json
 
 REPORTS_CHAIN = "reports"  # the audit chain of template, request and schedule events
@@ -230,18 +229,7 @@ class ReportQueries(SqlBase):
                                             "request_id": request_id})
         return True
 
-    # -- provider-rendered jobs --------------------------------------------------------------------
-    def claim_provider_jobs(self, worker: str, processors: Sequence[str], *, limit: int = 1) -> list[Claim]:
-        """Lease queued report jobs whose processor is in `processors`; the same fenced claim as `claim`."""
-        transition(Event.LEASE_ACQUIRED, JobState.QUEUED)
-        if not processors:
-            return []
-        with self._tx() as tx:
-            tx.send("claim_plan")
-            rows = tx.all("claim_provider_jobs", worker=worker, processors=json.dumps(list(processors)),
-                          limit=limit, now=self._now_param())
-            return self._record_claims(tx, rows, worker)
-
+    # -- provider-rendered jobs (SqlStore.claim_provider_jobs leases them) -----------------------
     def record_provider_observation(
         self, job_id: str, attempt: int, worker: str, *, provider: str, kind: str,
         provider_job_id: str | None = None, status: str | None = None, http_status: int | None = None,

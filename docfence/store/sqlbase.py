@@ -11,10 +11,10 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 from docfence.core.clock import Clock
-from docfence.core.errors import IllegalTransition, NotFound
+from docfence.core.errors import NotFound
 from docfence.core.policy import JobPolicy
-from docfence.core.records import ApiKey, AuditEvent, Claim, Job
-from docfence.core.states import Event, JobState, transition
+from docfence.core.records import ApiKey, AuditEvent, Job
+from docfence.core.states import JobState
 from docfence.store.audit import event_hash
 from docfence.store.outbox import append_outbox
 
@@ -94,22 +94,22 @@ class SqlBase:
         self, tx: Tx, action: str, *, actor: str, job_id: str | None, reason: str | None,
         details: dict[str, Any], chain: str,
     ) -> AuditEvent:
+        """One non-transition event: on the job's chain (its state unchanged) or on the named `chain`."""
         if job_id is not None:
             head = tx.one("bump_job_audit", id=job_id, now=self._now_param())
             if head is None:
                 raise NotFound(f"no job {job_id}")
-            chain, seq, at = job_id, head["audit_seq"], head["now"]
-            prev = self._prev_hash(tx, job_id, seq)
-            attempt, state = head["attempt"], head["state"]
+            attempt, state, at = head["attempt"], head["state"], head["now"]
         else:
             head = tx.one("lock_chain", chain=chain, now=self._now_param())
             seq = (head["seq"] or 0) + 1 if head and head["seq"] is not None else 1
             prev = head["hash"] if head and head["hash"] else ""
             at = head["now"] if head and head.get("now") else self._db_now(tx)
             attempt, state = None, None
+            head = {"id": chain, "audit_seq": seq, "prev_hash": prev}
         fields = {"job_id": job_id, "attempt": attempt, "actor": actor, "action": action,
                   "from_state": state, "to_state": state, "reason": reason, "at": at, "details": details}
-        digest = self._insert_event(tx, chain, seq, prev, fields)
+        ((chain, seq, prev, digest),) = self._append_events(tx, [(head, fields)])
         if job_id is None:
             tx.send("upsert_chain", chain=chain, seq=seq, hash=digest)
         return AuditEvent(seq=0, chain=chain, chain_seq=seq, prev_hash=prev, hash=digest, **fields)
@@ -120,85 +120,38 @@ class SqlBase:
         now: datetime = row["now"]
         return now
 
-    def _record_claims(self, tx: Tx, rows: list[Row], worker: str) -> list[Claim]:
-        """The evidence of leases just taken (`rows` moved queued -> rendering in `tx`): one attempt
-        row and one audit event per job, each written as one batch."""
-        tx.send_many("insert_attempt", [
-            {"job_id": r["id"], "attempt": r["attempt"], "worker": worker, "claimed_at": r["claimed_at"]}
-            for r in rows
-        ])
-        self._append_job_events(tx, [(r, self._job_event_fields(
-            r, Event.LEASE_ACQUIRED, actor=worker, from_state=JobState.QUEUED,
-            to_state=JobState.RENDERING, details={"lease_expires_at": _iso(r["lease_expires_at"])},
-        )) for r in rows])
-        claims = []
-        for row in rows:
-            job = self._job(row)
-            claims.append(Claim(job, job.attempt, worker, row["lease_expires_at"]))
-        return claims
-
-    def _append_job_event(
-        self, tx: Tx, row: Row, event: Event, *, actor: str, from_state: JobState | None,
-        to_state: JobState, details: dict[str, Any] | None = None, reason_detail: str | None = None,
-    ) -> None:
-        self._append_job_events(tx, [(row, self._job_event_fields(
-            row, event, actor=actor, from_state=from_state, to_state=to_state, details=details,
-            reason_detail=reason_detail))])
-
-    def _job_event_fields(
-        self, row: Row, event: Event, *, actor: str, from_state: JobState | None,
-        to_state: JobState, details: dict[str, Any] | None = None, reason_detail: str | None = None,
-    ) -> dict[str, Any]:
-        """The audit event of a transition just written to `row`; refuses one outside the table."""
-        if transition(event, from_state).target is not to_state:
-            raise IllegalTransition(f"{event.value} does not lead to {to_state.value}")
-        return {
-            "job_id": row["id"], "attempt": row["attempt"], "actor": actor, "action": event.value,
-            "from_state": from_state.value if from_state else None, "to_state": to_state.value,
-            "reason": reason_detail or event.value, "at": row["updated_at"], "details": details or {},
-        }
-
-    def _append_job_events(self, tx: Tx, events: Sequence[tuple[Row, dict[str, Any]]]) -> None:
-        """Append one event to each job's chain (rows just updated: the row lock serialises each chain).
-        The previous hashes come with the rows or from one query; the events are written as one batch."""
-        if not events:
-            return
+    def _append_events(
+        self, tx: Tx, events: Sequence[tuple[Row, dict[str, Any]]]
+    ) -> list[tuple[str, int, str, str]]:
+        """The one way an audit event is written: each (head, fields) appends `fields` as event number
+        head["audit_seq"] of chain head["id"] (a job id, or a named chain), whose position the caller
+        has just taken under a lock (a job row's update, `lock_chain`). The previous hash comes with
+        the head ("prev_hash") or from one query for all; the events are written as one batch, and the
+        terminal transitions among them write their webhook outbox rows in this same transaction.
+        Answers (chain, seq, prev_hash, hash) per event."""
         # Transitions that return `prev_hash` read it in their own statement. On PostgreSQL that
         # statement's snapshot can predate an event committed just before it locked the row (the
         # row's newest version is locked, the event is not visible): NULL then, and the hash is
         # looked up again by a later statement, which sees it.
-        links = [(row["id"], row["audit_seq"] - 1) for row, _ in events
-                 if row["audit_seq"] > 1 and row.get("prev_hash") is None]
+        links = [(head["id"], head["audit_seq"] - 1) for head, _ in events
+                 if head["audit_seq"] > 1 and head.get("prev_hash") is None]
         prev: dict[tuple[str, int], str] = {}
         if links:
             for r in tx.all("prev_audit_hashes", links=json.dumps(links)):
                 if r["hash"] is not None:
                     prev[(r["chain"], int(r["chain_seq"]))] = str(r["hash"])
-        batch = []
-        for row, fields in events:
-            chain, seq = row["id"], row["audit_seq"]
-            prev_hash = row.get("prev_hash") or prev.get((chain, seq - 1), "")
-            batch.append(self._event_params(chain, seq, prev_hash, fields))
+        batch, written = [], []
+        for head, fields in events:
+            chain, seq = head["id"], head["audit_seq"]
+            prev_hash = head.get("prev_hash") or prev.get((chain, seq - 1), "")
+            params = dict(fields, details=json.dumps(fields["details"], sort_keys=True), chain=chain,
+                          chain_seq=seq, prev_hash=prev_hash, hash=event_hash(prev_hash, chain, seq, fields))
+            batch.append(params)
+            written.append((chain, seq, prev_hash, params["hash"]))
         tx.send_many("insert_audit", batch)
-        append_outbox(tx, events)  # terminal transitions: webhook events, in this same transaction
-
-    def _prev_hash(self, tx: Tx, chain: str, seq: int) -> str:
-        """The previous event's hash of a job chain (the job row lock serialises the chain)."""
-        if seq <= 1:
-            return ""
-        row = tx.one("prev_audit_hashes", links=json.dumps([[chain, seq - 1]]))
-        return str(row["hash"]) if row and row["hash"] is not None else ""
-
-    def _insert_event(self, tx: Tx, chain: str, seq: int, prev: str, fields: dict[str, Any]) -> str:
-        params = self._event_params(chain, seq, prev, fields)
-        tx.send("insert_audit", **params)
-        return str(params["hash"])
-
-    @staticmethod
-    def _event_params(chain: str, seq: int, prev: str, fields: dict[str, Any]) -> dict[str, Any]:
-        digest = event_hash(prev, chain, seq, fields)
-        return dict(fields, details=json.dumps(fields["details"], sort_keys=True), chain=chain,
-                    chain_seq=seq, prev_hash=prev, hash=digest)
+        # a transition changes the state; a note on a job (download, deletion) keeps it
+        append_outbox(tx, [(head, f) for head, f in events if f["from_state"] != f["to_state"]])
+        return written
 
     # -- row mapping -------------------------------------------------------------------------------
     def _job(self, row: Row) -> Job:

@@ -1,48 +1,38 @@
-"""Store logic shared by both dialects: each transition is a named, fenced query plus its audit event,
-in one transaction. Dialects supply connections, transactions and value conversion; never SQL logic."""
+"""The job transitions shared by both dialects: each applies one row of core's TRANSITIONS through the
+query the row names, with its audit event, in one transaction. SqlStore, the class both dialects
+subclass, gathers these with the read and record mixins; dialects supply connections, transactions
+and value conversion, never SQL logic."""
 
 from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from docfence.core.errors import (
-    IdempotencyConflict,
-    IllegalTransition,
-    LeaseLost,
-    NotFound,
-    StaleAttempt,
-)
+from docfence.core.errors import IdempotencyConflict, IllegalTransition, LeaseLost, StaleAttempt
 from docfence.core.policy import JobPolicy
-from docfence.core.records import (
-    Artifact,
-    ArtifactInfo,
-    Attempt,
-    AuditEvent,
-    Claim,
-    Completion,
-    Job,
-    NewJob,
-)
-from docfence.core.states import Event, JobState, transition
+from docfence.core.records import ArtifactInfo, Claim, Completion, Job, NewJob
+from docfence.core.states import Event, JobState, Transition, transition
+from docfence.store.job_reads import JobReads
 from docfence.store.ops import OperationsQueries
 from docfence.store.reports import ReportQueries
-from docfence.store.sqlbase import Row, Tx, _json
+from docfence.store.sqlbase import Row, Tx, _iso
 from docfence.store.wakeups import WakeupWaits
 from docfence.store.webhooks import WebhookQueries
 
 __all__ = ["Row", "SqlStore", "Submitted", "Tx"]
 
+Details = dict[str, Any] | None  # an audit event's details (None: none)
+_EXHAUSTED_MESSAGE = "lease expired and attempts are exhausted"
 #: One item's answer from `submit_many`: (job, created), or the conflict that refused it.
 Submitted = tuple[Job, bool] | IdempotencyConflict
 
 
 def _insert_params(new: NewJob) -> dict[str, Any]:
-    """The insert_job parameters of a submission (policy as JSON text; the clock is added by the caller)."""
+    """The `submitted` parameters of one job (policy as JSON text; the clock is added by the caller)."""
     from docfence.core.ids import new_id
 
     policy = new.policy
@@ -89,30 +79,49 @@ def _submitted_details(job: Job) -> dict[str, Any]:
             **job.policy.caller_fields()}
 
 
-class SqlStore(OperationsQueries, ReportQueries, WebhookQueries, WakeupWaits):
+class SqlStore(JobReads, OperationsQueries, ReportQueries, WebhookQueries, WakeupWaits):
     """The Store implementation over a dialect's `_tx()`; see store/base.py for the contract.
 
-    Every transition that queues a job announces work, and every one that ends a job announces its
-    end, in its own transaction (`Tx.announce_*`): waiters hear of committed transitions only."""
+    Each job transition runs the query its row of `TRANSITIONS` names (queries/<dialect>/
+    transitions.sql) with that row's target, source and attempt bump, and writes the audit event the
+    row describes, in one transaction. Every transition that queues a job announces work, and every
+    one that ends a job announces its end, in its own transaction (`Tx.announce_*`): waiters hear of
+    committed transitions only."""
 
-    # -- submit ----------------------------------------------------------------------------------
+    # -- applying a row of the table ------------------------------------------------------------
+    def _apply(self, tx: Tx, t: Transition, **params: Any) -> list[Row]:
+        """Run row `t`'s query with the row's answer; the rows it moved (none: stale, nothing moved)."""
+        return tx.all(t.query, from_state=t.source.value if t.source else None, to_state=t.target.value,
+                      attempt_bump=int(t.bumps_attempt), now=self._now_param(), **params)
+
+    def _audit_transition(self, tx: Tx, t: Transition, moved: Sequence[tuple[Row, Details, str]], *,
+                          reason: str | None = None) -> None:
+        """Append row `t`'s audit event (action, from/to from the row) to each moved job's chain:
+        `moved` holds (job row as the query returned it, the event's details, actor)."""
+        events = []
+        for row, details, actor in moved:
+            if row["state"] != t.target.value:  # the query disagrees with its row of the table
+                raise IllegalTransition(f"{t.query} moved job {row['id']} to {row['state']}, not {t.target}")
+            events.append((row, {
+                "job_id": row["id"], "attempt": row["attempt"], "actor": actor, "action": t.event.value,
+                "from_state": t.source.value if t.source else None, "to_state": t.target.value,
+                "reason": reason or t.event.value, "at": row["updated_at"], "details": details or {}}))
+        self._append_events(tx, events)
+
+    def _end_attempt(self, tx: Tx, row: Row, event: Event, code: str | None) -> None:
+        tx.send("end_attempt", job_id=row["id"], attempt=row["attempt"], ended_at=row["updated_at"],
+               outcome=event.value, error_code=code)
+
+    # -- submit (row SUBMITTED) ---------------------------------------------------------------------
     def submit(self, new: NewJob) -> tuple[Job, bool]:
         """Create a queued job, or return the existing one for the same idempotency key and request.
 
         Raises IdempotencyConflict when the key was used for a different request; never a second job.
         """
-
-        with self._tx() as tx:
-            row = tx.one("insert_job", **_insert_params(new), now=self._now_param())
-            if row is None:
-                return self._existing_for_key(tx, new), False
-            job = self._job(row)
-            self._append_job_event(
-                tx, row, Event.SUBMITTED, actor=new.actor, from_state=None, to_state=JobState.QUEUED,
-                details=_submitted_details(job),
-            )
-            tx.announce_work()
-        return job, True
+        (answer,) = self.submit_many([new], all_or_nothing=False)
+        if isinstance(answer, IdempotencyConflict):
+            raise answer
+        return answer
 
     def submit_many(self, news: Sequence[NewJob], *, all_or_nothing: bool = True) -> list[Submitted]:
         """Create many queued jobs in ONE transaction (one insert statement, one batch of audit events).
@@ -126,9 +135,9 @@ class SqlStore(OperationsQueries, ReportQueries, WebhookQueries, WakeupWaits):
             return []
         items = [_insert_params(new) for new in news]
         ordered = sorted(items, key=_insert_order)  # answers below stay in the caller's order
+        t = transition(Event.SUBMITTED, None)
         with self._tx() as tx:
-            rows = {r["id"]: r for r in tx.all("insert_jobs_many", items=json.dumps(ordered),
-                                               now=self._now_param())}
+            rows = {r["id"]: r for r in self._apply(tx, t, items=json.dumps(ordered))}
             out: list[Submitted] = []
             events = []
             for index, (new, item) in enumerate(zip(news, items, strict=True)):
@@ -136,9 +145,7 @@ class SqlStore(OperationsQueries, ReportQueries, WebhookQueries, WakeupWaits):
                 if row is not None:
                     job = self._job(row)
                     out.append((job, True))
-                    events.append((row, self._job_event_fields(
-                        row, Event.SUBMITTED, actor=new.actor, from_state=None, to_state=JobState.QUEUED,
-                        details=_submitted_details(job))))
+                    events.append((row, _submitted_details(job), new.actor))
                     continue
                 try:
                     out.append((self._existing_for_key(tx, new), False))
@@ -148,7 +155,7 @@ class SqlStore(OperationsQueries, ReportQueries, WebhookQueries, WakeupWaits):
                             f"item {index}: {exc.message} (the batch was refused whole; nothing was stored)",
                             field=f"items[{index}].idempotency_key") from None
                     out.append(exc)
-            self._append_job_events(tx, events)
+            self._audit_transition(tx, t, events)
             if rows:
                 tx.announce_work()
         return out
@@ -164,14 +171,32 @@ class SqlStore(OperationsQueries, ReportQueries, WebhookQueries, WakeupWaits):
             raise IdempotencyConflict()
         return job
 
-    # -- claim and heartbeat -------------------------------------------------------------------
+    # -- claim (row LEASE_ACQUIRED) and heartbeat ----------------------------------------------------
     def claim(self, worker: str, *, limit: int = 1) -> list[Claim]:
-        """Lease up to `limit` due jobs for `worker` (attempt += 1, lease from the store's clock)."""
-        transition(Event.LEASE_ACQUIRED, JobState.QUEUED)
+        """Lease up to `limit` due jobs for `worker` (attempt += 1, lease from the store's clock):
+        watermark jobs and report jobs rendered here, never those an outside provider renders."""
+        return self._acquire_leases(worker, limit, processors=None)
+
+    def claim_provider_jobs(self, worker: str, processors: Sequence[str], *, limit: int = 1) -> list[Claim]:
+        """Lease queued report jobs whose processor is in `processors`; the same fenced claim as `claim`."""
+        if not processors:
+            return []
+        return self._acquire_leases(worker, limit, processors=json.dumps(list(processors)))
+
+    def _acquire_leases(self, worker: str, limit: int, *, processors: str | None) -> list[Claim]:
+        """Row LEASE_ACQUIRED for one kind of work; with each lease, its attempt row and audit event."""
+        t = transition(Event.LEASE_ACQUIRED, JobState.QUEUED)
         with self._tx() as tx:
             tx.send("claim_plan")
-            rows = tx.all("claim_jobs", worker=worker, limit=limit, now=self._now_param())
-            return self._record_claims(tx, rows, worker)
+            rows = self._apply(tx, t, worker=worker, limit=limit, processors=processors)
+            tx.send_many("insert_attempt", [
+                {"job_id": r["id"], "attempt": r["attempt"], "worker": worker, "claimed_at": r["claimed_at"]}
+                for r in rows
+            ])
+            self._audit_transition(tx, t, [(r, {"lease_expires_at": _iso(r["lease_expires_at"])}, worker)
+                                           for r in rows])
+        return [Claim(job, job.attempt, worker, row["lease_expires_at"])
+                for row in rows for job in (self._job(row),)]
 
     def heartbeat(self, job_id: str, attempt: int, worker: str) -> datetime:
         """Extend the lease; raises LeaseLost when id, attempt, state or owner no longer match."""
@@ -193,16 +218,17 @@ class SqlStore(OperationsQueries, ReportQueries, WebhookQueries, WakeupWaits):
                           worker=worker, now=self._now_param())
         return {(r["id"], int(r["attempt"])): r["lease_expires_at"] for r in rows}
 
-    # -- worker outcomes -----------------------------------------------------------------------
+    # -- worker outcomes ----------------------------------------------------------------------------
     def complete(self, job_id: str, attempt: int, worker: str, artifact: ArtifactInfo) -> Job:
-        """Fenced commit: succeeded with the artifact, or StaleAttempt and nothing is published."""
+        """Fenced commit (row ARTIFACT_COMMITTED): succeeded with the artifact, or StaleAttempt and
+        nothing is published."""
         done = self.complete_many([Completion(job_id, attempt, artifact)], worker)
         if (job_id, attempt) not in done:
             raise StaleAttempt(f"job {job_id} attempt {attempt} is no longer current; discard its work")
         return done[(job_id, attempt)]
 
     def complete_many(self, completions: Sequence[Completion], worker: str) -> dict[tuple[str, int], Job]:
-        """Fenced commits of several of `worker`'s attempts in one transaction (group commit).
+        """Fenced commits (row ARTIFACT_COMMITTED) of several of `worker`'s attempts in one transaction.
 
         Each is fenced on its own row exactly as `complete` is. The answer holds the jobs that
         succeeded, keyed by (job id, attempt); a completion missing from it was stale, and nothing
@@ -213,10 +239,9 @@ class SqlStore(OperationsQueries, ReportQueries, WebhookQueries, WakeupWaits):
         by_key = {(c.job_id, c.attempt): c for c in completions}
         if len(by_key) != len(completions):
             raise ValueError("an attempt is listed twice in one group commit")
-        transition(Event.ARTIFACT_COMMITTED, JobState.RENDERING)
+        t = transition(Event.ARTIFACT_COMMITTED, JobState.RENDERING)
         with self._tx() as tx:
-            rows = tx.all("fence_commit_many", items=json.dumps([list(k) for k in by_key]), worker=worker,
-                          now=self._now_param())
+            rows = self._apply(tx, t, items=json.dumps([list(k) for k in by_key]), worker=worker)
             done = [(row, by_key[(row["id"], int(row["attempt"]))].artifact) for row in rows]
             tx.send_many("insert_artifact", [
                 {"job_id": row["id"], "attempt": row["attempt"], "storage_key": art.key, "sha256": art.sha256,
@@ -226,21 +251,21 @@ class SqlStore(OperationsQueries, ReportQueries, WebhookQueries, WakeupWaits):
             ])
             tx.send_many("end_attempt", [
                 {"job_id": row["id"], "attempt": row["attempt"], "ended_at": row["updated_at"],
-                 "outcome": Event.ARTIFACT_COMMITTED.value, "error_code": None}
+                 "outcome": t.event.value, "error_code": None}
                 for row, _ in done
             ])
-            self._append_job_events(tx, [(row, self._job_event_fields(
-                row, Event.ARTIFACT_COMMITTED, actor=worker, from_state=JobState.RENDERING,
-                to_state=JobState.SUCCEEDED,
-                details={"sha256": art.sha256, "bytes": art.bytes, "pages": art.pages},
-            )) for row, art in done])
+            self._audit_transition(tx, t, [
+                (row, {"sha256": art.sha256, "bytes": art.bytes, "pages": art.pages}, worker)
+                for row, art in done])
             tx.announce_job_end([row["id"] for row in rows])
         return {(row["id"], int(row["attempt"])): self._job(row) for row in rows}
 
     def fail(
         self, job_id: str, attempt: int, worker: str, code: str, message: str, *, retryable: bool
     ) -> Job:
-        """Permanent error -> failed; retryable -> queued with backoff while attempts remain."""
+        """The worker's error ends its attempt, applying one of three rows: PERMANENT_ERROR (failed);
+        RETRYABLE_ERROR (queued again after an exponential back-off) while attempts remain, else
+        RETRIES_EXHAUSTED (failed). Raises StaleAttempt when the attempt is no longer current."""
         with self._tx() as tx:
             current = tx.one("get_job", id=job_id)
             exhausted = current is not None and current["attempt"] >= current["max_attempts"]
@@ -251,113 +276,95 @@ class SqlStore(OperationsQueries, ReportQueries, WebhookQueries, WakeupWaits):
             delay = 0.0
             if current is not None and event is Event.RETRYABLE_ERROR:
                 delay = float(current["retry_backoff_s"]) * (2 ** max(0, attempt - 1))
-            row = self._fence(tx, job_id, attempt, worker, event, code, message[:500], delay_s=delay)
+            t = transition(event, JobState.RENDERING)
+            row = self._fenced(tx, t, job_id, attempt, worker=worker, error_code=code,
+                               error_message=message[:500], delay_s=delay)
             self._end_attempt(tx, row, event, code)
-            self._append_job_event(
-                tx, row, event, actor=worker, from_state=JobState.RENDERING,
-                to_state=JobState(row["state"]), reason_detail=code,
-            )
-            if JobState(row["state"]).terminal:
+            self._audit_transition(tx, t, [(row, None, worker)], reason=code)
+            if t.target.terminal:
                 tx.announce_job_end([job_id])
             elif delay <= 0:  # a retry that waits out a back-off is found by the workers' safety poll
                 tx.announce_work()
         return self._job(row)
 
     def release(self, job_id: str, attempt: int, worker: str) -> Job:
-        """Hand a lease back early (graceful shutdown): the job is queued again at once."""
+        """Hand a lease back early (row LEASE_RELEASED, graceful shutdown): queued again at once."""
+        t = transition(Event.LEASE_RELEASED, JobState.RENDERING)
         with self._tx() as tx:
-            row = self._fence(tx, job_id, attempt, worker, Event.LEASE_RELEASED, None, None)
-            self._end_attempt(tx, row, Event.LEASE_RELEASED, None)
-            self._append_job_event(tx, row, Event.LEASE_RELEASED, actor=worker,
-                                   from_state=JobState.RENDERING, to_state=JobState.QUEUED)
+            row = self._fenced(tx, t, job_id, attempt, worker=worker)
+            self._end_attempt(tx, row, t.event, None)
+            self._audit_transition(tx, t, [(row, None, worker)])
             tx.announce_work()
         return self._job(row)
 
-    def _fence(
-        self, tx: Tx, job_id: str, attempt: int, worker: str, event: Event,
-        code: str | None, message: str | None, *, delay_s: float = 0.0,
-    ) -> Row:
-        target = transition(event, JobState.RENDERING).target
-        row = tx.one(
-            "fence_finish", id=job_id, attempt=attempt, worker=worker, from_state="rendering",
-            to_state=target.value, error_code=code, error_message=message, delay_s=delay_s,
-            now=self._now_param(),
-        )
-        if row is None:
+    def _fenced(self, tx: Tx, t: Transition, job_id: str, attempt: int, **params: Any) -> Row:
+        """Row `t` for one job fenced on its id and attempt; raises StaleAttempt when nothing moved."""
+        rows = self._apply(tx, t, id=job_id, attempt=attempt, **params)
+        if not rows:
             raise StaleAttempt(f"job {job_id} attempt {attempt} is no longer current; discard its work")
-        return row
+        return rows[0]
 
-    def _end_attempt(self, tx: Tx, row: Row, event: Event, code: str | None) -> None:
-        tx.send("end_attempt", job_id=row["id"], attempt=row["attempt"], ended_at=row["updated_at"],
-               outcome=event.value, error_code=code)
-
-    # -- cancellation and maintenance --------------------------------------------------------------
+    # -- cancellation and maintenance ---------------------------------------------------------------
     def cancel(self, job_id: str, *, actor: str, reason: str = "cancel_requested",
                note: str | None = None) -> Job:
-        """Cancel a queued or rendering job; IllegalTransition when it is already terminal. `note`, the
-        caller's free-text reason, is kept in the audit event's details."""
+        """Row CANCEL_REQUESTED from the job's current state; IllegalTransition when it is already
+        terminal. `note`, the caller's free-text reason, is kept in the audit event's details."""
         for _ in range(5):  # the job may move under us (claimed, requeued); re-read and fence again
             job = self.get(job_id)
-            transition(Event.CANCEL_REQUESTED, job.state)
+            t = transition(Event.CANCEL_REQUESTED, job.state)
             with self._tx() as tx:
-                row = tx.one("fence_cancel", id=job_id, from_state=job.state.value, attempt=job.attempt,
-                             error_code="canceled", error_message="cancel requested",
-                             require_deadline=False, now=self._now_param())
-                if row is None:
+                rows = self._apply(tx, t, id=job_id, attempt=job.attempt, error_code="canceled",
+                                   error_message="cancel requested")
+                if not rows:
                     continue
-                self._close_if_rendering(tx, row, job.state, Event.CANCEL_REQUESTED)
-                self._append_job_event(tx, row, Event.CANCEL_REQUESTED, actor=actor,
-                                       from_state=job.state, to_state=JobState.CANCELED, reason_detail=reason,
-                                       details=_noted({}, note))
+                self._close_if_rendering(tx, rows[0], t)
+                self._audit_transition(tx, t, [(rows[0], _noted({}, note), actor)], reason=reason)
                 tx.announce_job_end([job_id])
-            return self._job(row)
+            return self._job(rows[0])
         raise StaleAttempt(f"job {job_id} kept changing; cancel again")
 
     def requeue_expired(self, *, batch: int = 100) -> list[Job]:
-        """Requeue jobs whose lease expired (failed when out of attempts). Never a valid lease."""
+        """Rows LEASE_EXPIRED (queued again) and, when attempts are exhausted, LEASE_EXPIRED_EXHAUSTED
+        (failed) for jobs whose lease expired, in one bounded batch. Never a valid lease."""
         moved: list[Job] = []
         with self._tx() as tx:
             for cand in tx.all("select_expired_leases", limit=batch, now=self._now_param()):
                 exhausted = cand["attempt"] >= cand["max_attempts"]
-                event = Event.LEASE_EXPIRED_EXHAUSTED if exhausted else Event.LEASE_EXPIRED
-                target = transition(event, JobState.RENDERING).target
-                row = tx.one("fence_expired", id=cand["id"], attempt=cand["attempt"], to_state=target.value,
-                             error_code="lease_expired" if exhausted else None,
-                             error_message="lease expired and attempts are exhausted" if exhausted else None,
-                             now=self._now_param())
-                if row is None:
+                t = transition(Event.LEASE_EXPIRED_EXHAUSTED if exhausted else Event.LEASE_EXPIRED,
+                               JobState.RENDERING)
+                rows = self._apply(tx, t, id=cand["id"], attempt=cand["attempt"],
+                                   error_code="lease_expired" if exhausted else None,
+                                   error_message=_EXHAUSTED_MESSAGE if exhausted else None)
+                if not rows:
                     continue
-                self._end_attempt(tx, row, event, "lease_expired")
-                self._append_job_event(tx, row, event, actor="reconciler", from_state=JobState.RENDERING,
-                                       to_state=target)
-                moved.append(self._job(row))
+                self._end_attempt(tx, rows[0], t.event, "lease_expired")
+                self._audit_transition(tx, t, [(rows[0], None, "reconciler")])
+                moved.append(self._job(rows[0]))
             if any(not job.state.terminal for job in moved):
                 tx.announce_work()
             tx.announce_job_end([job.id for job in moved if job.state.terminal])
         return moved
 
     def cancel_past_deadline(self, *, batch: int = 100) -> list[Job]:
-        """Cancel non-terminal jobs whose deadline has passed, in one bounded batch."""
+        """Row DEADLINE_REACHED (from queued or rendering) for jobs past their deadline, in one
+        bounded batch."""
         done: list[Job] = []
         with self._tx() as tx:
             for cand in tx.all("select_past_deadline", limit=batch, now=self._now_param()):
-                source = JobState(cand["state"])
-                transition(Event.DEADLINE_REACHED, source)
-                row = tx.one("fence_cancel", id=cand["id"], from_state=source.value, attempt=cand["attempt"],
-                             error_code="deadline_exceeded", error_message="the job's deadline passed",
-                             require_deadline=True, now=self._now_param())
-                if row is None:
+                t = transition(Event.DEADLINE_REACHED, JobState(cand["state"]))
+                rows = self._apply(tx, t, id=cand["id"], attempt=cand["attempt"],
+                                   error_code="deadline_exceeded", error_message="the job's deadline passed")
+                if not rows:
                     continue
-                self._close_if_rendering(tx, row, source, Event.DEADLINE_REACHED)
-                self._append_job_event(tx, row, Event.DEADLINE_REACHED, actor="reconciler",
-                                       from_state=source, to_state=JobState.CANCELED)
-                done.append(self._job(row))
+                self._close_if_rendering(tx, rows[0], t)
+                self._audit_transition(tx, t, [(rows[0], None, "reconciler")])
+                done.append(self._job(rows[0]))
             tx.announce_job_end([job.id for job in done])
         return done
 
-    def _close_if_rendering(self, tx: Tx, row: Row, source: JobState, event: Event) -> None:
-        if source is JobState.RENDERING:
-            self._end_attempt(tx, row, event, row["last_error_code"])
+    def _close_if_rendering(self, tx: Tx, row: Row, t: Transition) -> None:
+        if t.source is JobState.RENDERING:
+            self._end_attempt(tx, row, t.event, row["last_error_code"])
 
     # -- deletion ---------------------------------------------------------------------------------
     def tombstone(self, job_id: str, *, actor: str, request_id: str | None, reason: str,
@@ -374,82 +381,12 @@ class SqlStore(OperationsQueries, ReportQueries, WebhookQueries, WakeupWaits):
             if row is None:
                 raise StaleAttempt(f"job {job_id} is still active; retry the deletion")
             tx.send("tombstone_artifact", job_id=job_id, deleted_at=row["deleted_at"])
-            fields = {
+            self._append_events(tx, [(row, {
                 "job_id": job_id, "attempt": row["attempt"], "actor": actor, "action": "bytes_deletion",
                 "from_state": row["state"], "to_state": row["state"], "reason": reason,
                 "at": row["deleted_at"], "details": _noted({"request_id": request_id}, note),
-            }
-            self._insert_event(tx, job_id, row["audit_seq"], self._prev_hash(tx, job_id, row["audit_seq"]),
-                               fields)
+            })])
         return self._job(row)
-
-    # -- reads -----------------------------------------------------------------------------------
-    def get(self, job_id: str) -> Job:
-        with self._tx(write=False) as tx:
-            row = tx.one("get_job", id=job_id)
-        if row is None:
-            raise NotFound(f"no job {job_id}")
-        return self._job(row)
-
-    def list_jobs(
-        self, *, state: JobState | None = None, tenant: str | None = None, mode: str | None = None,
-        document_class: str | None = None, created_before: datetime | None = None, limit: int = 100,
-        after: tuple[datetime, str] | None = None, created_after: datetime | None = None,
-        label: str | None = None, filename: str | None = None,
-    ) -> list[Job]:
-        """Newest first. `after` is a keyset cursor, the (created_at, id) of the last job of the
-        previous page: the next page starts strictly after it, stable under inserts. Creation range:
-        `created_after` <= created_at < `created_before`; `label` and `filename` match exactly."""
-        after_at, after_id = after if after else (None, None)
-        with self._tx(write=False) as tx:
-            rows = tx.all("list_jobs", state=state.value if state else None, tenant=tenant, mode=mode,
-                          document_class=document_class, created_before=created_before, limit=limit,
-                          after_at=after_at, after_id=after_id, created_after=created_after,
-                          label=label, filename=filename)
-        return [self._job(r) for r in rows]
-
-    def count_by_state(self) -> dict[str, int]:
-        counts = {s.value: 0 for s in JobState}
-        with self._tx(write=False) as tx:
-            for row in tx.all("count_by_state"):
-                counts[row["state"]] = int(row["n"])
-        return counts
-
-    def attempts(self, job_id: str) -> list[Attempt]:
-        with self._tx(write=False) as tx:
-            rows = tx.all("list_attempts", job_id=job_id)
-        return [Attempt(**r) for r in rows]
-
-    def artifact(self, job_id: str) -> Artifact | None:
-        with self._tx(write=False) as tx:
-            row = tx.one("get_artifact", job_id=job_id)
-        if row is None:
-            return None
-        row["key"] = row.pop("storage_key")
-        row["validation"] = _json(row["validation"])
-        return Artifact(**row)
-
-    def audit_events(self, job_id: str) -> list[AuditEvent]:
-        with self._tx(write=False) as tx:
-            return [self._event(r) for r in tx.all("list_audit_for_job", job_id=job_id)]
-
-    def audit_trail(self, *, after_seq: int = 0, limit: int = 1000) -> list[AuditEvent]:
-        with self._tx(write=False) as tx:
-            return [self._event(r) for r in tx.all("list_audit", after_seq=after_seq, limit=limit)]
-
-    def iter_audit(self, *, page: int = 1000) -> Iterator[AuditEvent]:
-        after = 0
-        while True:
-            events = self.audit_trail(after_seq=after, limit=page)
-            yield from events
-            if len(events) < page:
-                return
-            after = events[-1].seq
-
-    def audit_heads(self) -> dict[str, tuple[int, str]]:
-        with self._tx(write=False) as tx:
-            return {r["chain"]: (int(r["seq"]), r["hash"]) for r in tx.all("list_chain_heads")}
-
 
 def _noted(details: dict[str, Any], note: str | None) -> dict[str, Any]:
     """`details` with the caller's free-text reason under `note` (absent when none was given)."""

@@ -1,6 +1,6 @@
 """Provider-rendered report jobs belong to the dispatcher: `claim_provider_jobs` takes only them, and
-normal workers (`claim`) must never take them: the claim query skips report jobs whose processor is
-not `local`."""
+normal workers (`claim`) must never take them (one claim query, `lease_acquired`, whose parameter
+names the kind of work)."""
 
 from __future__ import annotations
 

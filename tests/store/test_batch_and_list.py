@@ -171,8 +171,9 @@ def test_postgres_batches_that_would_deadlock_both_commit(  # type: ignore[no-un
     watcher = psycopg.connect(url, autocommit=True)
     try:
         blocker.execute("BEGIN")
-        blocker.execute(store.queries["insert_jobs_many"],
-                        {"items": json.dumps([_insert_params(_keyed("k-x"))]), "now": None})
+        blocker.execute(store.queries["submitted"],
+                        {"items": json.dumps([_insert_params(_keyed("k-x"))]), "now": None,
+                         "to_state": "queued"})
 
         def waiting(n: int) -> Callable[[], bool]:
             query = ("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "

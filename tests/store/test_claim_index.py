@@ -57,7 +57,8 @@ def _fill(store, *, analyze: bool) -> None:  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("analyze", [True, False], ids=["analyzed", "no-statistics"])
 def test_claim_reads_its_partial_index_in_order_and_updates_by_key(store, analyze: bool) -> None:  # type: ignore[no-untyped-def]
     _fill(store, analyze=analyze)
-    plan = _plan(store, "claim_jobs", {"worker": "w", "limit": 10, "now": None}, claim_tx=True)
+    plan = _plan(store, "lease_acquired", {"worker": "w", "limit": 10, "now": None, "processors": None,
+                                          "to_state": "rendering", "attempt_bump": 1}, claim_tx=True)
     text = "\n".join(plan)
     if store.dialect == "sqlite":
         assert any("USING INDEX jobs_claim_idx" in d for d in plan), plan
@@ -77,7 +78,8 @@ def test_batched_statements_probe_keys(store) -> None:  # type: ignore[no-untype
     items = json.dumps([[c.job.id, c.attempt] for c in claims])
     for name, params in [
         ("heartbeat_many", {"leases": items, "worker": "w", "now": None}),
-        ("fence_commit_many", {"items": items, "worker": "w", "now": None}),
+        ("artifact_committed", {"items": items, "worker": "w", "now": None, "from_state": "rendering",
+                                "to_state": "succeeded"}),
         ("prev_audit_hashes", {"links": json.dumps([[c.job.id, 1] for c in claims])}),
     ]:
         text = "\n".join(_plan(store, name, params))

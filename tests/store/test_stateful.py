@@ -1,5 +1,6 @@
-"""Property-based interleavings of claims, heartbeats, commits (current and stale), lease expiry,
-deadlines and cancels across several workers, checked after every step on both stores."""
+"""Property-based interleavings of claims (workers' and the provider dispatcher's), heartbeats, commits
+(current and stale), releases, lease expiry, deadlines and cancels across several workers, checked
+after every step on both stores."""
 
 from __future__ import annotations
 
@@ -20,13 +21,14 @@ from hypothesis.stateful import (
 
 from docfence.core.clock import FakeClock
 from docfence.core.errors import IllegalTransition, LeaseLost, StaleAttempt
-from docfence.core.policy import JobPolicy
+from docfence.core.policy import JobPolicy, Kind
 from docfence.core.records import ArtifactInfo, Completion, NewJob
 from docfence.core.states import ALLOWED_PAIRS, TERMINAL_STATES, JobState
 from docfence.store.audit import verify_events
 from docfence.testing.stores import postgres_store, reset, sqlite_store
 
 WORKERS = ("w0", "w1", "w2")
+DISPATCHER, PROVIDER = "d0", "vendor"  # the dispatcher claims the jobs an outside provider renders
 
 
 class StoreMachine(RuleBasedStateMachine):
@@ -39,6 +41,7 @@ class StoreMachine(RuleBasedStateMachine):
         self.jobs: list[str] = []
         self.leases: list[tuple[str, int, str]] = []  # every (job, attempt, worker) ever handed out
         self.seen: dict[str, tuple[JobState, int]] = {}
+        self.provider_jobs: set[str] = set()
 
     def teardown(self) -> None:
         self.store.close()
@@ -49,12 +52,30 @@ class StoreMachine(RuleBasedStateMachine):
         job, _ = self.store.submit(NewJob(tenant="t", policy=policy))
         self.jobs.append(job.id)
 
+    @rule(deadline=st.sampled_from([3.0, 20.0, 200.0]), attempts=st.integers(1, 3))
+    def submit_provider_job(self, deadline: float, attempts: int) -> None:
+        policy = JobPolicy(kind=Kind.REPORT, report={"processor": PROVIDER}, deadline_s=deadline,
+                           lease_ttl_s=5.0, max_attempts=attempts, retry_backoff_s=1.0)
+        job, _ = self.store.submit(NewJob(tenant="t", policy=policy))
+        self.jobs.append(job.id)
+        self.provider_jobs.add(job.id)
+
     @rule(worker=st.sampled_from(WORKERS), limit=st.integers(1, 3))
     def claim(self, worker: str, limit: int) -> None:
         for c in self.store.claim(worker, limit=limit):
-            handed_out = {(j, a) for j, a, _ in self.leases}
-            assert (c.job.id, c.attempt) not in handed_out, "attempt handed out twice"
-            self.leases.append((c.job.id, c.attempt, worker))
+            assert c.job.id not in self.provider_jobs, "a worker took a provider-rendered job"
+            self._handed_out(c.job.id, c.attempt, worker)
+
+    @rule(limit=st.integers(1, 3))
+    def claim_provider(self, limit: int) -> None:
+        for c in self.store.claim_provider_jobs(DISPATCHER, [PROVIDER], limit=limit):
+            assert c.job.id in self.provider_jobs, "the dispatcher took a job rendered here"
+            self._handed_out(c.job.id, c.attempt, DISPATCHER)
+
+    def _handed_out(self, job_id: str, attempt: int, worker: str) -> None:
+        handed_out = {(j, a) for j, a, _ in self.leases}
+        assert (job_id, attempt) not in handed_out, "attempt handed out twice"
+        self.leases.append((job_id, attempt, worker))
 
     def _expect_current(self, job_id: str, attempt: int, worker: str) -> bool:
         job = self.store.get(job_id)
@@ -87,6 +108,19 @@ class StoreMachine(RuleBasedStateMachine):
             assert current, f"stale attempt {attempt} of {job_id} was allowed to {outcome}"
         except StaleAttempt:
             assert not current, "the current attempt was refused"
+
+    @precondition(lambda self: self.leases)
+    @rule(data=st.data())
+    def release(self, data: st.DataObject) -> None:
+        """A graceful shutdown hands a lease back: only the current attempt's, and the job is queued."""
+        job_id, attempt, worker = data.draw(st.sampled_from(self.leases))
+        current = self._expect_current(job_id, attempt, worker)
+        try:
+            job = self.store.release(job_id, attempt, worker)
+            assert current, f"stale attempt {attempt} of {job_id} released a lease"
+            assert job.state is JobState.QUEUED and job.attempt == attempt and job.lease_owner is None
+        except StaleAttempt:
+            assert not current, "the current attempt could not release its lease"
 
     @precondition(lambda self: self.leases)
     @rule(data=st.data(), worker=st.sampled_from(WORKERS))

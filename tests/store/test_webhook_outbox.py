@@ -72,13 +72,13 @@ def test_a_rolled_back_transition_leaves_no_event(store, monkeypatch: pytest.Mon
     endpoint(store)
     job_id = submit(store)
     store.claim("w1")
-    original = type(store)._append_job_events
+    original = type(store)._append_events
 
     def append_then_fail(self, tx, events):  # type: ignore[no-untyped-def]
         original(self, tx, events)  # the audit row and the outbox rows are written...
         raise RuntimeError("a later statement of the transition failed")  # ...then it rolls back
 
-    monkeypatch.setattr(type(store), "_append_job_events", append_then_fail)
+    monkeypatch.setattr(type(store), "_append_events", append_then_fail)
     with pytest.raises(RuntimeError):
         store.complete(job_id, 1, "w1", art(job_id, 1))
     monkeypatch.undo()

@@ -107,30 +107,6 @@ UPDATE schedules SET last_period = :period
  WHERE id = :id AND (last_period IS NULL OR last_period < :period)
 RETURNING *;
 
--- name: claim_provider_jobs
--- claim_jobs for report jobs whose processor is one of :processors (JSON array): same fenced claim.
-WITH picked AS (
-    SELECT q.id, q.state FROM jobs AS q
-     WHERE q.state = 'queued' AND q.kind = 'report'
-       AND q.run_after <= coalesce(:now::timestamptz, now())
-       AND q.deadline_at > coalesce(:now::timestamptz, now())
-       AND q.policy -> 'report' ->> 'processor' IN (SELECT jsonb_array_elements_text(:processors::jsonb))
-       AND NOT EXISTS (SELECT 1 FROM claim_pauses p WHERE p.scope IN ('all', q.mode))
-     ORDER BY q.run_after, q.id
-     LIMIT :limit
-       FOR UPDATE SKIP LOCKED)
-UPDATE jobs
-   SET state = 'rendering', attempt = jobs.attempt + 1, lease_owner = :worker,
-       lease_expires_at = coalesce(:now::timestamptz, now()) + make_interval(secs => jobs.lease_ttl_s),
-       heartbeat_at = coalesce(:now::timestamptz, now()), claimed_at = coalesce(:now::timestamptz, now()),
-       updated_at = coalesce(:now::timestamptz, now()), audit_seq = jobs.audit_seq + 1
-  FROM picked
- WHERE jobs.id = picked.id AND picked.state = 'queued'  -- the locked row's state: a test on jobs.state
-                                                         -- would lure the planner onto a state index
-RETURNING jobs.*,
-          -- the previous event of the job's chain, for the event this transition appends
-          (SELECT e.hash FROM audit_events AS e WHERE e.chain = jobs.id AND e.chain_seq = jobs.audit_seq - 1) AS prev_hash;
-
 -- name: upsert_provider_observation
 -- Persist one poll pass (fenced: only the current attempt's lease holder writes); zero rows = stale.
 INSERT INTO provider_observations (job_id, attempt, provider, provider_job_id, status, kind, http_status,

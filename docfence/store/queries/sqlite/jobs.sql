@@ -5,21 +5,6 @@
 -- The store's clock.
 SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now;
 
--- name: insert_job
--- Create a queued job with its frozen policy; deadline and retention derive from the store's clock.
-INSERT INTO jobs (id, tenant, kind, document_class, mode, region, policy, state, attempt, max_attempts,
-                  lease_ttl_s, retry_backoff_s, deadline_at, run_after, retention_until, idempotency_key,
-                  request_hash, input_key, input_sha256, input_bytes, parent_job_id, report_request_id,
-                  label, filename, sealed_password, created_at, updated_at, audit_seq)
-SELECT :id, :tenant, :kind, :document_class, :mode, :region, :policy, 'queued', 0, :max_attempts,
-       :lease_ttl_s, :retry_backoff_s, t.now + :deadline_s, t.now, t.now + :retention_s, :idempotency_key,
-       :request_hash, :input_key, :input_sha256, :input_bytes, :parent_job_id, :report_request_id,
-       :label, :filename, :sealed_password, t.now, t.now, 1
-FROM (SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now) AS t
-WHERE true
-ON CONFLICT DO NOTHING
-RETURNING *;
-
 -- name: find_by_idempotency
 -- The job a tenant created with an idempotency key.
 SELECT * FROM jobs WHERE tenant = :tenant AND idempotency_key = :idempotency_key;
@@ -27,32 +12,6 @@ SELECT * FROM jobs WHERE tenant = :tenant AND idempotency_key = :idempotency_key
 -- name: get_job
 -- One job by id.
 SELECT * FROM jobs WHERE id = :id;
-
--- name: claim_plan
--- Nothing to set: claim_jobs names its index with INDEXED BY (PostgreSQL disables sorting instead).
-SELECT 1;
-
--- name: claim_jobs
--- Lease up to :limit due queued jobs: attempt += 1, lease from the store's clock. Skips paused modes.
-UPDATE jobs
-   SET state = 'rendering', attempt = attempt + 1, lease_owner = :worker,
-       lease_expires_at = t.now + lease_ttl_s, heartbeat_at = t.now, claimed_at = t.now,
-       updated_at = t.now, audit_seq = audit_seq + 1
-  FROM (SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now) AS t
- WHERE jobs.id IN (
-        SELECT q.id FROM jobs AS q INDEXED BY jobs_claim_idx
-         WHERE q.state = 'queued'
-           AND q.run_after <= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)
-           AND q.deadline_at > coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)
-           AND NOT EXISTS (SELECT 1 FROM claim_pauses p WHERE p.scope IN ('all', q.mode))
-           -- report jobs rendered by an outside provider belong to the dispatcher, not to workers
-           AND (q.kind <> 'report' OR coalesce(json_extract(q.policy, '$.report.processor'), 'local') = 'local')
-         ORDER BY q.run_after, q.id
-         LIMIT :limit)
-   AND +jobs.state = 'queued'  -- unary +: look each picked id up by key, not every queued row by state
-RETURNING *,
-          -- the previous event of the job's chain, for the event this transition appends
-          (SELECT e.hash FROM audit_events AS e WHERE e.chain = jobs.id AND e.chain_seq = jobs.audit_seq - 1) AS prev_hash;
 
 -- name: insert_attempt
 -- One row per attempt; never overwritten.
@@ -66,56 +25,6 @@ UPDATE jobs
  WHERE id = :id AND attempt = :attempt AND state = 'rendering' AND lease_owner = :worker
    AND lease_expires_at > t.now
 RETURNING lease_expires_at;
-
--- name: fence_finish
--- Fenced move of the current attempt to a terminal or queued state (commit, fail, retry, release).
-UPDATE jobs
-   SET state = :to_state, lease_owner = NULL, lease_expires_at = NULL,
-       last_error_code = :error_code, last_error_message = :error_message,
-       run_after = t.now + :delay_s,
-       finished_at = CASE WHEN :to_state IN ('succeeded', 'failed', 'canceled') THEN t.now END,
-       updated_at = t.now, audit_seq = audit_seq + 1
-  FROM (SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now) AS t
- WHERE id = :id AND state = :from_state AND attempt = :attempt
-   AND lease_owner = :worker AND lease_expires_at > t.now
-RETURNING *;
-
--- name: select_expired_leases
--- Rendering jobs whose lease has expired (never a valid lease), oldest first, bounded.
-SELECT id, attempt, max_attempts FROM jobs INDEXED BY jobs_rendering_idx
- WHERE state = 'rendering'
-   AND lease_expires_at <= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)
- ORDER BY lease_expires_at, id LIMIT :limit;
-
--- name: fence_expired
--- Requeue (or fail) one expired lease, re-checking expiry under the write lock. run_after is kept,
--- so a rescued job goes back to its place ahead of newer work instead of the end of the queue.
-UPDATE jobs
-   SET state = :to_state, lease_owner = NULL, lease_expires_at = NULL,
-       last_error_code = :error_code, last_error_message = :error_message,
-       finished_at = CASE WHEN :to_state = 'failed' THEN t.now END,
-       updated_at = t.now, audit_seq = audit_seq + 1
-  FROM (SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now) AS t
- WHERE id = :id AND state = 'rendering' AND attempt = :attempt AND lease_expires_at <= t.now
-RETURNING *;
-
--- name: select_past_deadline
--- Non-terminal jobs past their deadline, bounded.
-SELECT id, attempt, state FROM jobs INDEXED BY jobs_deadline_idx
- WHERE state IN ('queued', 'rendering')
-   AND deadline_at <= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)
- ORDER BY deadline_at, id LIMIT :limit;
-
--- name: fence_cancel
--- Cancel a job from its observed state and attempt (deadline or request).
-UPDATE jobs
-   SET state = 'canceled', lease_owner = NULL, lease_expires_at = NULL,
-       last_error_code = :error_code, last_error_message = :error_message,
-       finished_at = t.now, updated_at = t.now, audit_seq = audit_seq + 1
-  FROM (SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now) AS t
- WHERE id = :id AND state = :from_state AND attempt = :attempt
-   AND (:require_deadline = 0 OR deadline_at <= t.now)
-RETURNING *;
 
 -- name: end_attempt
 -- Close the attempt row with how it ended.
@@ -254,7 +163,7 @@ SELECT * FROM api_keys WHERE (:tenant IS NULL OR tenant = :tenant) ORDER BY crea
 
 -- name: heartbeat_many
 -- Extend every listed lease (:leases is a JSON array of [job_id, attempt]) still held by :worker,
--- each found through the primary key (see fence_commit_many).
+-- each found through the primary key (see artifact_committed).
 UPDATE jobs
    SET lease_expires_at = t.now + lease_ttl_s, heartbeat_at = t.now
   FROM (SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now) AS t,
@@ -264,24 +173,6 @@ UPDATE jobs
    AND +jobs.state = 'rendering' AND jobs.lease_owner = :worker AND jobs.lease_expires_at > t.now
 RETURNING jobs.id, jobs.attempt, jobs.lease_expires_at;
 
--- name: fence_commit_many
--- Fenced success of several attempts of :worker (:items is a JSON array of [job_id, attempt]). Each
--- row is fenced on its own id, attempt, state, owner and unexpired lease: a stale item is absent
--- from the result. Rows are found through the primary key, one lookup per item (the unary + keeps
--- the planner off the state indexes, which would scan every rendering job).
-UPDATE jobs
-   SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
-       last_error_code = NULL, last_error_message = NULL, run_after = t.now,
-       finished_at = t.now, updated_at = t.now, audit_seq = audit_seq + 1
-  FROM (SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now) AS t,
-       (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS attempt
-          FROM json_each(:items)) AS v
- WHERE jobs.id = v.id AND jobs.attempt = v.attempt
-   AND +jobs.state = 'rendering' AND jobs.lease_owner = :worker AND jobs.lease_expires_at > t.now
-RETURNING *,
-          -- the previous event of the job's chain, for the event this transition appends
-          (SELECT e.hash FROM audit_events AS e WHERE e.chain = jobs.id AND e.chain_seq = jobs.audit_seq - 1) AS prev_hash;
-
 -- name: prev_audit_hashes
 -- The hashes of events by chain and number (:links is a JSON array of [chain, chain_seq]); NULL
 -- where there is none. One probe of the (chain, chain_seq) unique index per link.
@@ -290,24 +181,3 @@ SELECT json_extract(l.value, '$[0]') AS chain, json_extract(l.value, '$[1]') AS 
          WHERE e.chain = json_extract(l.value, '$[0]') AND e.chain_seq = json_extract(l.value, '$[1]')) AS hash
   FROM json_each(:links) AS l;
 
--- name: insert_jobs_many
--- Create many queued jobs in one statement (a batch submission): :items is a JSON array of the
--- insert_job parameters (policy as JSON text), inserted in array order (the caller sorts them by key so
--- concurrent batches never deadlock). A row whose idempotency key is taken is skipped (not returned);
--- the caller resolves it like insert_job's conflict.
-INSERT INTO jobs (id, tenant, kind, document_class, mode, region, policy, state, attempt, max_attempts,
-                  lease_ttl_s, retry_backoff_s, deadline_at, run_after, retention_until, idempotency_key,
-                  request_hash, input_key, input_sha256, input_bytes, parent_job_id, report_request_id,
-                  label, filename, sealed_password, created_at, updated_at, audit_seq)
-SELECT i.value ->> '$.id', i.value ->> '$.tenant', i.value ->> '$.kind', i.value ->> '$.document_class',
-       i.value ->> '$.mode', i.value ->> '$.region', i.value ->> '$.policy', 'queued', 0,
-       i.value ->> '$.max_attempts', i.value ->> '$.lease_ttl_s', i.value ->> '$.retry_backoff_s',
-       t.now + (i.value ->> '$.deadline_s'), t.now, t.now + (i.value ->> '$.retention_s'),
-       i.value ->> '$.idempotency_key', i.value ->> '$.request_hash', i.value ->> '$.input_key',
-       i.value ->> '$.input_sha256', i.value ->> '$.input_bytes', i.value ->> '$.parent_job_id',
-       i.value ->> '$.report_request_id', i.value ->> '$.label', i.value ->> '$.filename',
-       i.value ->> '$.sealed_password', t.now, t.now, 1
-FROM (SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now) AS t, json_each(:items) AS i
-WHERE true
-ON CONFLICT DO NOTHING
-RETURNING *;

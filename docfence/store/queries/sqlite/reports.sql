@@ -107,27 +107,6 @@ UPDATE schedules SET last_period = :period
  WHERE id = :id AND (last_period IS NULL OR last_period < :period)
 RETURNING *;
 
--- name: claim_provider_jobs
--- claim_jobs for report jobs whose processor is one of :processors (JSON array): same fenced claim.
-UPDATE jobs
-   SET state = 'rendering', attempt = attempt + 1, lease_owner = :worker,
-       lease_expires_at = t.now + lease_ttl_s, heartbeat_at = t.now, claimed_at = t.now,
-       updated_at = t.now, audit_seq = audit_seq + 1
-  FROM (SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now) AS t
- WHERE jobs.id IN (
-        SELECT q.id FROM jobs AS q INDEXED BY jobs_claim_idx
-         WHERE q.state = 'queued' AND q.kind = 'report'
-           AND q.run_after <= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)
-           AND q.deadline_at > coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)
-           AND json_extract(q.policy, '$.report.processor') IN (SELECT value FROM json_each(:processors))
-           AND NOT EXISTS (SELECT 1 FROM claim_pauses p WHERE p.scope IN ('all', q.mode))
-         ORDER BY q.run_after, q.id
-         LIMIT :limit)
-   AND +jobs.state = 'queued'  -- unary +: look each picked id up by key, not every queued row by state
-RETURNING *,
-          -- the previous event of the job's chain, for the event this transition appends
-          (SELECT e.hash FROM audit_events AS e WHERE e.chain = jobs.id AND e.chain_seq = jobs.audit_seq - 1) AS prev_hash;
-
 -- name: upsert_provider_observation
 -- Persist one poll pass (fenced: only the current attempt's lease holder writes); zero rows = stale.
 INSERT INTO provider_observations (job_id, attempt, provider, provider_job_id, status, kind, http_status,
