@@ -67,8 +67,10 @@ class SampleBuilder:
         return self.pdf.pages[-1].obj
 
     def to_bytes(self) -> bytes:
+        """The same bytes on every call: qpdf's default /ID mixes in the clock, so two calls a second
+        apart made "the same upload" differ (a retried submission then looked like another request)."""
         buf = io.BytesIO()
-        self.pdf.save(buf)
+        self.pdf.save(buf, deterministic_id=True)
         return buf.getvalue()
 
 

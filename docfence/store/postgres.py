@@ -24,9 +24,9 @@ from docfence.store.queries import load_queries, migrations
 from docfence.store.sqlstore import Row, SqlStore
 from docfence.store.wakeups_pg import PgListener
 
-# class 40 errors: psycopg makes DeadlockDetected an OperationalError, so these are caught before it
-_ROLLED_BACK = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure,
-                psycopg.errors.TransactionRollback)
+# 40P01 and 40001 only (psycopg makes them OperationalErrors, so they are caught first): the others of
+# class 40, such as 40003 "statement completion unknown", do not say that nothing was written
+_ROLLED_BACK = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
 
 
 class _PgTx:
