@@ -117,19 +117,28 @@ class WebhookQueries(SqlBase):
         return claims
 
     def _lease_attempt(self, tx: Tx, row: Row, keys: dict[str, Any], worker: str) -> DeliveryClaim:
-        tx.send("abandon_webhook_attempts", ended_at=row["claimed_at"], **keys)
-        tx.send("insert_webhook_attempt", attempt=row["attempt"], dispatcher=worker,
-                claimed_at=row["claimed_at"], **keys)
         event = tx.one("get_webhook_event", id=row["event_id"])
         endpoint = tx.one("get_webhook_endpoint", id=row["endpoint_id"])
         assert event is not None and endpoint is not None
+        self._abandon(tx, keys, row["claimed_at"], event["job_id"])
+        tx.send("insert_webhook_attempt", attempt=row["attempt"], dispatcher=worker,
+                claimed_at=row["claimed_at"], **keys)
         return _claim(row, event, endpoint, worker)
+
+    def _abandon(self, tx: Tx, keys: dict[str, Any], ended_at: Any, job_id: str) -> None:
+        """End the delivery's unreported attempts as "abandoned", each with a `webhook_attempt` event on
+        the job's chain: its request may have reached the receiver, and the outbox rows get pruned."""
+        for gone in tx.all("abandon_webhook_attempts", ended_at=ended_at, **keys):
+            self._append_event(tx, "webhook_attempt", actor=gone["dispatcher"], job_id=job_id,
+                               reason="abandoned", chain=job_id, details={
+                                   **keys, "delivery_attempt": gone["attempt"],
+                                   "error": "the dispatcher lost its lease before recording an outcome"})
 
     def _fail_disabled(self, tx: Tx, keys: dict[str, Any]) -> None:
         # the delivery was inserted by a terminal transition racing its endpoint's disable
-        tx.send("abandon_webhook_attempts", ended_at=self._now_param() or self._db_now(tx), **keys)
         event = tx.one("get_webhook_event", id=keys["event_id"])
         assert event is not None
+        self._abandon(tx, keys, self._now_param() or self._db_now(tx), event["job_id"])
         self._append_event(tx, "webhook_failed", actor="webhooks", job_id=event["job_id"],
                            reason="endpoint_disabled", chain=event["job_id"],
                            details={**keys, "failure_reason": "endpoint_disabled"})
@@ -173,8 +182,8 @@ class WebhookQueries(SqlBase):
             rows = tx.all("fail_overdue_webhook_deliveries", deadline_s=float(deadline_s), limit=limit,
                           now=self._now_param())
             for row in rows:
-                tx.send("abandon_webhook_attempts", ended_at=self._now_param() or self._db_now(tx),
-                        event_id=row["event_id"], endpoint_id=row["endpoint_id"])
+                self._abandon(tx, {"event_id": row["event_id"], "endpoint_id": row["endpoint_id"]},
+                              self._now_param() or self._db_now(tx), row["job_id"])
                 self._append_event(tx, "webhook_failed", actor="webhooks", job_id=row["job_id"],
                                    reason="deadline_exceeded", chain=row["job_id"],
                                    details={"event_id": row["event_id"], "endpoint_id": row["endpoint_id"],

@@ -71,6 +71,12 @@ class WebhookStoreContract:
         # attempt 1 reported late (its outcome is evidence) but moved nothing; 2 retried; 3 delivered
         assert [(a.attempt, a.outcome, a.status_code) for a in activity.attempts] == [
             (1, "delivered", 204), (2, "retry", 500), (3, "delivered", 200)]
+        # the job's audit chain says attempt 1 was abandoned when d2 took over (its request may have
+        # reached the receiver), then reported late without moving the delivery
+        attempts = [(e.reason, e.details["delivery_attempt"], e.details.get("delivery"))
+                    for e in store.audit_events(job_id) if e.action == "webhook_attempt"]
+        assert attempts == [("abandoned", 1, None), ("delivered", 1, "stale"), ("retry", 2, "pending"),
+                            ("delivered", 3, "delivered")]
 
     def test_overdue_and_disabled_deliveries_fail_with_their_reason(self, store, clock: FakeClock) -> None:  # type: ignore[no-untyped-def]
         endpoint(store, n=1)
@@ -177,3 +183,13 @@ class WebhookStoreContract:
         assert store.prune_webhook_events(keep_s=50, limit=10) == []
         clock.advance(100)
         assert store.prune_webhook_events(keep_s=50, limit=10) == [young[0].event_id]
+        # the one in flight is abandoned when its deadline passes; pruned, its attempt stays on record
+        pending = next(c for c in claims if c.job_id == old_pending)
+        clock.advance(86400)
+        overdue = store.fail_overdue_webhook_deliveries(deadline_s=3600)
+        assert overdue == [(pending.event_id, pending.endpoint_id)]
+        assert store.prune_webhook_events(keep_s=50, limit=10) == [pending.event_id]
+        assert store.webhook_activity(old_pending).attempts == []
+        kept = [(e.action, e.reason) for e in store.audit_events(old_pending)
+                if e.action.startswith("webhook")]
+        assert kept == [("webhook_attempt", "abandoned"), ("webhook_failed", "deadline_exceeded")]

@@ -97,10 +97,12 @@ UPDATE webhook_deliveries
 RETURNING *, run_after - :lease_s AS claimed_at;
 
 -- name: abandon_webhook_attempts
--- The attempts of a re-claimed delivery that never reported: their dispatcher lost its lease.
+-- The attempts of a re-claimed delivery that never reported: their dispatcher lost its lease (each
+-- returned, for its audit event: the request may have reached the receiver).
 UPDATE webhook_attempts
    SET ended_at = :ended_at, outcome = 'abandoned', error = 'the dispatcher lost its lease before recording an outcome'
- WHERE event_id = :event_id AND endpoint_id = :endpoint_id AND ended_at IS NULL;
+ WHERE event_id = :event_id AND endpoint_id = :endpoint_id AND ended_at IS NULL
+RETURNING attempt, dispatcher;
 
 -- name: insert_webhook_attempt
 -- One row per delivery attempt; its outcome is filled in by end_webhook_attempt.
