@@ -94,7 +94,11 @@ def decode(image: pikepdf.Stream) -> Image.Image | None:
     try:
         width, height, bits = int(image.Width), int(image.Height), int(image.BitsPerComponent)
         space, kind = image.ColorSpace, image.Filter
+        if not _engine_parms(image, kind, space, bits, width):
+            return None
         if kind == pikepdf.Name.DCTDecode:
+            if bits != 8:
+                return None
             img = Image.open(io.BytesIO(image.read_raw_bytes()))
             expected = {"/DeviceGray": "L", "/DeviceRGB": "RGB"}.get(str(space))
             if img.mode != expected:
@@ -117,6 +121,24 @@ def decode(image: pikepdf.Stream) -> Image.Image | None:
         raise Undecodable(f"the image does not decode ({type(exc).__name__})") from exc
     except (AttributeError, ValueError, TypeError):  # entries of unexpected types: not our form
         return None
+
+
+def _engine_parms(image: pikepdf.Stream, kind: object, space: object, bits: int, width: int) -> bool:
+    """The image's /DecodeParms are exactly what the raster engine writes for its form: none on a JPEG
+    (a /ColorTransform changes what readers show) nor on plain Flate rows; on PNG-predicted Flate rows
+    exactly Predictor 15 with the image's own colours, depth and width. Anything else: pdfium decides."""
+    if "/DecodeParms" not in image:
+        return True
+    parms = image.DecodeParms
+    if kind != pikepdf.Name.FlateDecode or not isinstance(parms, pikepdf.Dictionary):
+        return False
+    colours = 3 if space == pikepdf.Name.DeviceRGB else 1
+    expected = {"/Predictor": 15, "/Colors": colours, "/BitsPerComponent": bits, "/Columns": width}
+    if set(parms.keys()) != set(expected):
+        return False
+    values = [parms[k] for k in expected]
+    integers = all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+    return integers and values == list(expected.values())
 
 
 def _indexed(space: pikepdf.Array, width: int, height: int, bits: int, data: bytes) -> Image.Image | None:

@@ -51,6 +51,22 @@ def _validate(made: Made, output: bytes, way: str,
     return {c["name"] for c in report["checks"] if not c["ok"]}
 
 
+def shapes(count: int = PAGES) -> bytes:
+    """`count` pages that differ visibly at the proof's ~110 px: each a large dark block in its own place
+    and colour (many_pages' pages differ only by a page number)."""
+    pdf = pikepdf.new()
+    for n in range(count):
+        x, y = 40 + (n % 2) * 260, 60 + (n % 3) * 240
+        colour = ("0 0 0.6", "0.6 0 0", "0 0.4 0")[n % 3]
+        content = f"{colour} rg {x} {y} 255 230 re f 0 g 40 {750 - n * 100} 515 40 re f\n".encode()
+        page = pikepdf.Dictionary(Type=pikepdf.Name.Page, MediaBox=pikepdf.Array([0, 0, 595, 842]),
+                                  Contents=pdf.make_stream(content))
+        pdf.pages.append(pikepdf.Page(page))
+    buf = io.BytesIO()
+    pdf.save(buf)
+    return buf.getvalue()
+
+
 def _edit(output: bytes, change: Callable[[pikepdf.Pdf, pikepdf.Dictionary], None]) -> bytes:
     with pikepdf.open(io.BytesIO(output)) as pdf:
         change(pdf, pdf.pages[MIDDLE].obj)
@@ -147,6 +163,50 @@ def test_page_box_changed(made: Made, way: str) -> None:
 def test_output_truncated(made: Made, way: str) -> None:
     cut = made[1][: len(made[1]) * 2 // 3]
     assert _validate(made, cut, way) & {"output_opens", "page_count", "second_reader"}
+
+
+@pytest.mark.parametrize("way", ["standard", "exhaustive"])
+def test_jpeg_colour_transform_switched_off(way: str) -> None:
+    """/DecodeParms <</ColorTransform 0>> on a JPEG: pdfium shows the YCbCr samples as RGB (white turns
+    pink); the proof must not decode the JPEG as if the entry were not there."""
+    policy = JobPolicy(mode=Mode.RASTER, dpi=72, raster_encoding="jpeg",
+                       watermark=WatermarkSpec(text="CONFIDENTIAL", opacity=0.3))
+    data = shapes()
+    output = watermark_raster(data, preflight(data, policy), policy)
+
+    def untransform(pdf: pikepdf.Pdf, page: pikepdf.Dictionary) -> None:
+        image = _image(page)
+        assert image.Filter == pikepdf.Name.DCTDecode
+        image.DecodeParms = pikepdf.Dictionary(ColorTransform=0)
+
+    def failing(pdf: bytes) -> set[str]:
+        report = validate(data, pdf, MarkSet.of(policy), mode="raster", dpi=72,
+                          level="exhaustive" if way == "exhaustive" else "standard")
+        return {c["name"] for c in report["checks"] if not c["ok"]}
+
+    assert failing(output) == set()
+    assert "watermark_rendered" in failing(_edit(output, untransform))
+
+
+@pytest.mark.parametrize("encoding", ["png", "auto", "jpeg"])
+def test_decoded_only_in_the_engines_own_form(encoding: str) -> None:
+    """Each image the engine writes decodes (PNG predictors included); the same image with its
+    /DecodeParms changed in any way is left to pdfium."""
+    policy = JobPolicy(mode=Mode.RASTER, dpi=72, raster_encoding=encoding, watermark=POLICY.watermark)
+    data = shapes(2)
+    with pikepdf.open(io.BytesIO(watermark_raster(data, preflight(data, policy), policy))) as pdf:
+        image = _image(pdf.pages[0].obj)
+        assert raster_proof.decode(image) is not None
+        parms = image.get("/DecodeParms")
+        changes = [pikepdf.Dictionary(Predictor=15, Colors=1, BitsPerComponent=8, Columns=1)]
+        if parms is not None:
+            width = int(parms.Columns)
+            changes = [pikepdf.Dictionary({**dict(parms.items()), "/Columns": width + 1}),
+                       pikepdf.Dictionary({**dict(parms.items()), "/Predictor": 12}),
+                       pikepdf.Dictionary({**dict(parms.items()), "/EarlyChange": 0})]
+        for changed in changes:
+            image.DecodeParms = changed
+            assert raster_proof.decode(image) is None, changed
 
 
 def test_engine_render_of_the_wrong_page_is_caught_on_the_sample(
