@@ -8,20 +8,19 @@ Artifact on exactly the selected pages (see page_checks); pixels prove the mark 
 cannot (content that may cover it) plus a sample; a second reader (libqpdf re-reading the bytes, and
 poppler) opens the output.
 Vector, exhaustive: all of that plus render and text-extract every page of both files.
-Raster: page count, visible size, watermark pixels on every page (which side is rendered, decoded or the
-engine's own render: raster_proof), second reader.
+Raster: page count, visible size, watermark pixels on every page (the input rendered, the output decoded
+or rendered: raster_proof), second reader.
 """
 
 from __future__ import annotations
 
 import functools
 import io
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import pikepdf
 import pypdfium2 as pdfium
-from PIL import Image
 
 from docfence.core.errors import ValidationFailed
 from docfence.core.policy import SanitizePolicy, WatermarkSpec
@@ -83,13 +82,11 @@ def validate(
     dpi: int = 150,
     level: str = "standard",
     sanitize: SanitizePolicy | None = None,
-    references: Sequence[Image.Image | None] | None = None,
 ) -> dict[str, Any]:
     """Compare `output` with `source`; returns {"ok", "mode", "level", "pages", "checks", "notes"}.
 
     `level` is the class's validation level: "standard" or "exhaustive" (see the module docstring);
-    `spec` is the job's marks (a lone WatermarkSpec: one mark, its text drawn literally); `references`
-    (raster, standard level): the raster engine's renders of the input pages (see raster_proof)."""
+    `spec` is the job's marks (a lone WatermarkSpec: one mark, its text drawn literally)."""
     marks = MarkSet.coerce(spec)
     pw = password or ""
     src = _open(source, pw)
@@ -108,9 +105,7 @@ def validate(
     # nothing of a kind the sanitiser strips may be left (engines/sanitize*); runs beside the page proof
     residue = (lambda: residue_check(out, sanitize)) if sanitize is not None else None
     try:
-        # the engine's renders stand in for the validator's own only at the standard level
-        usable = mode != "vector" and level != "exhaustive" and len(references or ()) == len(src_pages)
-        out_side = (out_pages, out_geos, references if usable else None)
+        out_side = (out_pages, out_geos)
         checks, notes = _checks(source, output, pw, marks, src_pages, out_side, mode, dpi, level, residue)
     finally:
         second = reader.finish(out_geos)
@@ -140,13 +135,13 @@ def _checks(
     pw: str,
     spec: MarkSet,
     src_pages: list[pikepdf.Dictionary],
-    out: tuple[list[pikepdf.Dictionary], list[PageGeometry], Sequence[Image.Image | None] | None],
+    out: tuple[list[pikepdf.Dictionary], list[PageGeometry]],
     mode: str,
     dpi: int,
     level: str,
     side: Callable[[], Check] | None,
 ) -> tuple[list[Check], list[str]]:
-    out_pages, out_geos, references = out
+    out_pages, out_geos = out
     count = len(src_pages)
     checks: list[Check] = [
         check(
@@ -164,7 +159,7 @@ def _checks(
         checks.append(facts.visible_size_check(src_pages, out_pages))
         pages = range(count)
         sample = frozenset(pages if level == "exhaustive" else sample_pages(geos, selected))
-        raster = RasterSides(out_pages, out_geos, references, sample, dpi)
+        raster = RasterSides(out_pages, out_geos, sample, dpi)
         checks += split_pixel_checks(source, output, pw, selected, mode, spec, geos, pages, dpi, raster)
         checks[-1]["method"] = raster.method()
         checks += [side()] if side else []
