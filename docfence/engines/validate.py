@@ -26,6 +26,7 @@ from docfence.core.errors import ValidationFailed
 from docfence.core.policy import SanitizePolicy, WatermarkSpec
 from docfence.engines import page_checks
 from docfence.engines import page_facts as facts
+from docfence.engines.checks import MAX_DETAILS, Check, check, page_ranges
 from docfence.engines.geometry import PageGeometry, page_geometry
 from docfence.engines.mark_pixels import coverage_mask
 from docfence.engines.marks import MarkSet
@@ -41,31 +42,9 @@ from docfence.engines.raster_proof import RasterSides, page_problem
 from docfence.engines.sanitize_residue import residue_check
 from docfence.engines.second_reader import SecondReader
 
-Check = dict[str, Any]
-_MAX_DETAILS = 10
 _PARALLEL_FROM_PAGES = 200  # below this, forking costs more than it saves
 _PARALLEL_FROM_RENDERS = 8  # pages to render (both files) before splitting them across processes
 _SAMPLE_PAGES = 6  # standard mode: pages rendered as a cross-check of the structural proof
-
-
-def check(name: str, failures: list[str], **details: Any) -> Check:
-    return {"name": name, "ok": not failures, "failures": failures[:_MAX_DETAILS], **details}
-
-
-def page_ranges(indices: list[int] | range) -> str:
-    """0-based page indices as 1-based ranges: [0, 1, 2, 6] -> "1-3,7"."""
-    parts: list[str] = []
-    run: list[int] = []
-    for i in sorted(set(indices)):
-        if run and i == run[-1] + 1:
-            run.append(i)
-            continue
-        if run:
-            parts.append(f"{run[0] + 1}-{run[-1] + 1}" if len(run) > 1 else f"{run[0] + 1}")
-        run = [i]
-    if run:
-        parts.append(f"{run[0] + 1}-{run[-1] + 1}" if len(run) > 1 else f"{run[0] + 1}")
-    return ",".join(parts)
 
 
 def _open(data: bytes, password: str) -> pikepdf.Pdf:
@@ -312,7 +291,7 @@ def split_pixel_checks(
         for piece in result or lost:
             into = merged.setdefault(piece["name"], {**piece, "failures": []})
             into["ok"] = into["ok"] and piece["ok"]
-            into["failures"] = (into["failures"] + piece["failures"])[:_MAX_DETAILS]
+            into["failures"] = (into["failures"] + piece["failures"])[:MAX_DETAILS]
     for item in merged.values():
         item["pages"] = page_ranges(pages)
     return list(merged.values())
