@@ -94,7 +94,7 @@ def dangling_ref(data: bytes, rng: random.Random) -> bytes:
 
 
 def _edited(data: bytes, rng: random.Random, edit: Callable[[pikepdf.Pdf, random.Random], None]) -> bytes:
-    """A structural mutation through pikepdf; byte flips when the seed does not open."""
+    """A structural mutation through pikepdf; byte flips when the seed file does not open."""
     try:
         pdf = pikepdf.open(io.BytesIO(data))
         edit(pdf, rng)

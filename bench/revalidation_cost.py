@@ -1,5 +1,5 @@
-"""What re-validating a signing class's output in a fresh render process would cost (review finding 4:
-the signature covers bytes only the render process that parsed the untrusted input checked). Per
+"""What re-validating a signing class's output in a fresh render process would cost (worth asking because
+the signature covers bytes that only the render process which parsed the untrusted input checked). Per
 document, in one warm process: CPU ms of the render (engines.watermark_document, its validation
 included), of the validation alone (engines.validate on the same source and output: the least a re-check
 must redo) and of the signing stage, each with the CPU of the subprocesses it ran (qpdf, pdfinfo). CPU

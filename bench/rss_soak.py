@@ -1,7 +1,7 @@
-"""Resident memory of workers and zygotes after many jobs (issue 12: RSS after 5,000 jobs <= RSS after
-100 jobs + 50 MB): one-page dense documents through a real `docfence serve` and real workers, VmRSS and
-RssAnon of each worker and its zygote read at job-count checkpoints. Prints one JSON object; never
-asserts on memory.
+"""Resident memory of workers and zygotes after many jobs (the target, so that no job leaks: RSS after 5,000
+jobs <= RSS after 100 jobs + 50 MB): one-page dense documents through a real `docfence serve` and real
+workers, VmRSS and RssAnon of each worker and its zygote read at job-count checkpoints. Prints one JSON
+object; never asserts on memory.
 
     .venv/bin/python bench/rss_soak.py [--store sqlite|postgres] [--jobs 5000] [--workers 2]
         [--pages 1] [--checkpoints 100,1000,2500]

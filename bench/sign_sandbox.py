@@ -1,5 +1,5 @@
-"""The sign sandbox (its own zygote, review finding: the key must not share a zygote with untrusted
-work): its zygote's resident memory once ready, and what one sign task costs in its render process
+"""The sign sandbox (its own zygote, because the signing key must not share a zygote with
+untrusted work): its zygote's resident memory once ready, and what one sign task costs in its render process
 (CPU ms per step as the child reports them: "before" = the fork's copy-on-write, "setup", "task";
 minor page faults), over generated 1-page documents signed with a throwaway CA's key.
 

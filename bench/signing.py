@@ -1,6 +1,6 @@
 """Signing and verification-code stage benchmark: what each adds per document, on generated 1- and
 20-page documents and the dense 2,000-page one, in one warm process (as a render process forked from the
-warm zygote runs them). The target (issue 18): signing adds <= 50 ms per document plus the hash of its
+warm zygote runs them). The target: signing adds <= 50 ms per document plus the hash of its
 bytes. Signing hashes the file once to sign and once to validate, so `overhead` = sign + prove - 2 x
 sha256 of the signed bytes; all three are also printed, each as wall time and as this process's CPU time
 (getrusage: user + system), which a machine loaded by other work inflates far less. The key is a

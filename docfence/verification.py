@@ -22,7 +22,7 @@ from docfence.core.errors import InvalidRequest, NotFound
 from docfence.core.policy import JobPolicy
 from docfence.core.records import Artifact, Job
 from docfence.core.states import JobState
-from docfence.store.base import Store
+from docfence.store.base import JobStore
 
 CODE_LENGTH = 16  # base32 characters: 80 bits, not guessable at any rate the limiter allows
 _CODE_RE = re.compile(r"[A-Z2-7]{16}")
@@ -48,7 +48,7 @@ class PublicRecord:
 class Verifier:
     """Issues codes at submission and answers the public verification routes."""
 
-    def __init__(self, settings: Settings, store: Store, secret: bytes) -> None:
+    def __init__(self, settings: Settings, store: JobStore, secret: bytes) -> None:
         self.settings, self.store, self._secret = settings, store, secret
 
     def issue(self, policy: JobPolicy, job_id: str, input_sha256: str) -> JobPolicy:

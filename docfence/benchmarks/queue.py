@@ -12,13 +12,13 @@ from typing import Any
 
 from docfence.harness.noop_queue import drain_worker, enqueue
 from docfence.harness.processes import run_processes
-from docfence.store import open_store
+from docfence.store import bench, open_store
 
 
 def raw_worker(url: str, worker: str, start: Any) -> None:
     store = open_store(url, migrate=False)
     start.wait()
-    while store.bench_raw_cycle(worker):  # type: ignore[attr-defined]
+    while bench.raw_cycle(store, worker):
         pass
     store.close()
 
@@ -41,7 +41,7 @@ def measure_docfence(kind: str, jobs: int, workers: int, batch: int, backlog: in
     with fresh_store_url(kind) as url:
         store = open_store(url)
         if backlog:
-            store.bench_fill_finished(backlog)  # type: ignore[attr-defined]
+            bench.fill_finished(store, backlog)
             _analyze(store)
         store.close()
         enqueue_rate = enqueue(url, jobs)

@@ -18,7 +18,7 @@ from docfence.cli.errors import EXIT_USAGE, describe, say
 from docfence.cli.output import add_json_flag, emit
 from docfence.config import load_settings
 from docfence.core.errors import InvalidRequest, NotFound
-from docfence.store.webhooks import WebhookEndpoint
+from docfence.core.records import WebhookEndpoint
 
 
 def _usage_errors(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -148,30 +148,27 @@ def run_deliver(args: argparse.Namespace) -> int:
 
 def run_prune(args: argparse.Namespace) -> int:
     from docfence.maintenance.webhook_pruning import PruneConfig, WebhookPruner
-    from docfence.maintenance.webhooks import webhook_store
     from docfence.store import open_store
 
     settings = load_settings()
-    store = webhook_store(open_store(settings.database_url))
+    store = open_store(settings.database_url)
     pruned = WebhookPruner(store, PruneConfig(settings.webhooks.keep_events_s)).run_until_done()
     emit(args, f"pruned={pruned}", {"pruned": pruned})
     return 0
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from docfence.maintenance.webhooks import webhook_store
     from docfence.store import open_store
 
-    counts = webhook_store(open_store(load_settings().database_url)).count_webhook_deliveries()
+    counts = open_store(load_settings().database_url).count_webhook_deliveries()
     emit(args, " ".join(f"{state}={n}" for state, n in counts.items()), counts)
     return 0
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from docfence.maintenance.webhooks import webhook_store
     from docfence.store import open_store
 
-    activity = webhook_store(open_store(load_settings().database_url)).webhook_activity(args.job_id)
+    activity = open_store(load_settings().database_url).webhook_activity(args.job_id)
     events = activity.events.items()
     data = {"events": [{"id": k, "type": t, "payload": json.loads(p)} for k, (t, p) in events],
             "deliveries": [d.__dict__ for d in activity.deliveries],

@@ -6,12 +6,9 @@ The signed-URL download goes through a second httpx client that has no Authoriza
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
-import logging
 import os
 import random
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
@@ -20,48 +17,16 @@ from typing import Any
 
 import httpx
 
-from docfence.client.errors import (
-    BY_STATUS,
-    ArtifactMissing,
-    DownloadIntegrityError,
-    HttpError,
-    JobCanceled,
-    JobFailed,
-    PollTimeout,
-    ServerError,
-    TransportError,
-    UnknownState,
-)
-from docfence.client.models import KNOWN_STATES, BatchView, JobPage, JobView
+from docfence.client.download import stream_to
+from docfence.client.errors import ArtifactMissing, PollTimeout, TransportError
+from docfence.client.models import BatchView, JobPage, JobView
+from docfence.client.wire import Document, form_options, job_from, raise_for_status, settled, upload_part
 from docfence.core.clock import monotonic
+
+__all__ = ["FIRST_DELAY_S", "MAX_DELAY_S", "DocfenceClient", "Document", "raise_for_status"]
 
 FIRST_DELAY_S = 0.25
 MAX_DELAY_S = 4.0
-_SIGNED = "/v1/signed/"
-
-
-class _RedactSignedUrls(logging.Filter):
-    """httpx logs request URLs (INFO) and httpcore response headers (DEBUG); a signed URL is a
-    credential, so its token is redacted from both."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.msg, str) and _SIGNED in record.msg:
-            record.msg = str(_redact(record.msg))
-        if isinstance(record.args, tuple) and any(_SIGNED in str(a) for a in record.args):
-            record.args = tuple(_redact(a) for a in record.args)
-        return True
-
-
-def _redact(value: object) -> object:
-    text = str(value)
-    if _SIGNED not in text:
-        return value
-    head, _, _ = text.partition(_SIGNED)
-    return f"{head}{_SIGNED}<redacted>"
-
-
-for _name in ("httpx", "httpcore.http11", "httpcore.http2"):
-    logging.getLogger(_name).addFilter(_RedactSignedUrls())
 
 
 class DocfenceClient:
@@ -105,7 +70,7 @@ class DocfenceClient:
         server beside the input and used by the render only. `wait_s`: answer once the job ended or
         that long (capped by the server) ran out; `JobView.terminal` tells which. `marks` replaces the
         class's marks; recipient, purpose and reference fill the marks' fields."""
-        data = _options(document_class=document_class, mode=mode, deadline_s=deadline_s,
+        data = form_options(document_class=document_class, mode=mode, deadline_s=deadline_s,
                         watermark=watermark, label=label, password=password)
         if marks is not None:
             data["marks"] = json.dumps([dict(m) for m in marks])
@@ -116,9 +81,9 @@ class DocfenceClient:
         params = {"wait": f"{wait_s:g}"} if wait_s else None
         timeout = self.timeout_s + wait_s if wait_s else None
         with contextlib.ExitStack() as stack:
-            response = self._request("POST", "/v1/jobs", files={"file": _upload(path_or_bytes, stack)},
+            response = self._request("POST", "/v1/jobs", files={"file": upload_part(path_or_bytes, stack)},
                                      data=data, headers=headers, params=params, timeout=timeout)
-        return _job(response)
+        return job_from(response)
 
     def submit_batch(
         self, documents: Sequence[Document], *, items: Sequence[Mapping[str, Any]] | None = None,
@@ -129,12 +94,12 @@ class DocfenceClient:
         document (document_class, mode, deadline_s, watermark, idempotency_key, label, password)
         over the batch-wide options. Default all or nothing (an invalid item raises with its
         `items[i].<field>`); `partial=True` answers refused items per item and commits the others."""
-        data = _options(document_class=document_class, mode=mode, deadline_s=deadline_s,
+        data = form_options(document_class=document_class, mode=mode, deadline_s=deadline_s,
                         watermark=watermark, label=label)
         if items is not None:
             data["items"] = json.dumps([dict(item) for item in items])
         with contextlib.ExitStack() as stack:
-            files = [("file", _upload(doc, stack)) for doc in documents]
+            files = [("file", upload_part(doc, stack)) for doc in documents]
             response = self._request("POST", "/v1/jobs/batch", files=files, data=data,
                                      params={"partial": "true"} if partial else None)
         return BatchView.from_json(response.json())
@@ -168,18 +133,18 @@ class DocfenceClient:
 
     def get(self, job_id: str, *, wait_s: float | None = None, timeout_s: float | None = None) -> JobView:
         params = {"wait": f"{wait_s:g}"} if wait_s else None
-        return _job(self._request("GET", f"/v1/jobs/{job_id}", params=params, timeout=timeout_s))
+        return job_from(self._request("GET", f"/v1/jobs/{job_id}", params=params, timeout=timeout_s))
 
     def cancel(self, job_id: str, *, reason: str | None = None) -> JobView:
         """Cancel a queued or rendering job; `reason` (free text, at most 200 characters) is audited."""
         params = {"reason": reason} if reason else None
-        return _job(self._request("POST", f"/v1/jobs/{job_id}/cancel", params=params))
+        return job_from(self._request("POST", f"/v1/jobs/{job_id}/cancel", params=params))
 
     def delete(self, job_id: str, *, request_id: str, reason: str | None = None) -> JobView:
         """Remove every byte of a job (needs the tenant admin key), keeping its metadata as a tombstone;
         `request_id` names the deletion request it fulfils and `reason` says why (both audited)."""
         params = {"request_id": request_id, **({"reason": reason} if reason else {})}
-        return _job(self._request("DELETE", f"/v1/jobs/{job_id}", params=params))
+        return job_from(self._request("DELETE", f"/v1/jobs/{job_id}", params=params))
 
     def events(self, job_id: str) -> dict[str, Any]:
         """The audit timeline (`events`) and attempt history (`attempts`) of a job."""
@@ -219,7 +184,7 @@ class DocfenceClient:
 
     def retry_report(self, request_id: str) -> JobView:
         """A new job for a report request whose last job failed or was canceled."""
-        return _job(self._request("POST", f"/v1/report-requests/{request_id}/retry"))
+        return job_from(self._request("POST", f"/v1/report-requests/{request_id}/retry"))
 
     # -- webhooks (a tenant admin key) -----------------------------------------------------------
     def create_webhook_endpoint(self, url: str, events: Sequence[str] = ("*",), *,
@@ -269,7 +234,7 @@ class DocfenceClient:
                 if until - self._clock() <= 0:
                     raise PollTimeout(job_id, last) from exc
                 raise
-            if _settled(last):
+            if settled(last):
                 return last
             pause = delay + self._jitter() * delay / 4
             if last.retry_after_s is not None:
@@ -288,7 +253,7 @@ class DocfenceClient:
         job = self.get(job_id)
         # A deleted job's artifact is gone: the artifact route answers 410 artifact_gone (raised as Gone).
         if not job.raw.get("deleted_at") and (job.state != "succeeded" or job.artifact is None):
-            _settled(job)  # raises the job's terminal error, if any
+            settled(job)  # raises the job's terminal error, if any
             raise ArtifactMissing(f"job {job_id} has no artifact yet (state {job.state})")
         redirect = self._request("GET", f"/v1/jobs/{job_id}/artifact", expect_redirect=True)
         url = redirect.url.join(redirect.headers["location"])
@@ -297,7 +262,7 @@ class DocfenceClient:
             target = target / f"{job_id}.pdf"
         if job.artifact is None:
             raise ArtifactMissing(f"job {job_id} has no artifact (state {job.state})")
-        _stream_to(self._public, url, target, job.artifact.sha256)
+        stream_to(self._public, url, target, job.artifact.sha256)
         return target
 
     # -- public verification (no key is sent) ---------------------------------------------------
@@ -336,102 +301,3 @@ class DocfenceClient:
             return response
         raise_for_status(response)
         return response
-
-
-def raise_for_status(response: httpx.Response) -> None:
-    """Translate an error answer to the most specific HttpError, by status and the server's code."""
-    if response.status_code < 400:
-        if 300 <= response.status_code < 400:
-            raise HttpError("unexpected redirect", status=response.status_code, server_code="redirect")
-        return
-    field = None
-    try:
-        body = response.json()["error"]
-        code, message = str(body["code"]), str(body["message"])
-        field = str(body["field"]) if body.get("field") else None
-    except (ValueError, KeyError, TypeError, AttributeError):
-        code, message = "http_error", f"HTTP {response.status_code}"
-    cls = BY_STATUS.get(response.status_code, ServerError if response.status_code >= 500 else HttpError)
-    raise cls(f"{code}: {message}", status=response.status_code, server_code=code, field=field)
-
-
-Document = str | os.PathLike[str] | bytes | tuple[str, bytes]  # a path, bytes, or (filename, bytes)
-
-
-def _upload(doc: Document, stack: contextlib.ExitStack) -> tuple[str, Any, str]:
-    """One multipart file part; a path is opened (and closed by `stack`) and sends its own name."""
-    if isinstance(doc, bytes):
-        return ("document.pdf", doc, "application/pdf")
-    if isinstance(doc, tuple):
-        return (doc[0], doc[1], "application/pdf")
-    path = Path(doc)
-    return (path.name, stack.enter_context(path.open("rb")), "application/pdf")
-
-
-def _options(*, document_class: str | None = None, mode: str | None = None, deadline_s: float | None = None,
-             watermark: Mapping[str, Any] | None = None, label: str | None = None,
-             password: str | None = None) -> dict[str, str]:
-    """The submission form fields that were given."""
-    data: dict[str, str] = {}
-    if document_class:
-        data["document_class"] = document_class
-    if mode:
-        data["mode"] = mode
-    if deadline_s is not None:
-        data["deadline_s"] = repr(float(deadline_s))
-    if watermark is not None:
-        data["watermark"] = json.dumps(dict(watermark))
-    if label:
-        data["label"] = label
-    if password:
-        data["password"] = password
-    return data
-
-
-def _job(response: httpx.Response) -> JobView:
-    return JobView.from_json(response.json(), response.headers.get("retry-after"))
-
-
-def _settled(job: JobView) -> bool:
-    """True for a usable success; raises for every other terminal or unknown state."""
-    if job.state == "succeeded":
-        if job.artifact is None:
-            raise ArtifactMissing(f"job {job.id} succeeded without an artifact")
-        return True
-    if job.state == "failed":
-        raise JobFailed(job)
-    if job.state == "canceled":
-        raise JobCanceled(job)
-    if job.state not in KNOWN_STATES:
-        raise UnknownState(f"job {job.id} is in unknown state {job.state!r}")
-    return False
-
-
-def _stream_to(http: httpx.Client, url: httpx.URL, target: Path, expected_sha256: str) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    digest = hashlib.sha256()
-    try:
-        with os.fdopen(fd, "wb") as out, http.stream("GET", url) as response:
-            if response.status_code >= 400:
-                response.read()
-            raise_for_status(response)
-            for chunk in response.iter_bytes():
-                digest.update(chunk)
-                out.write(chunk)
-            out.flush()
-            os.fsync(out.fileno())
-        if digest.hexdigest() != expected_sha256:
-            raise DownloadIntegrityError(f"artifact sha256 mismatch for {target.name}")
-        os.replace(tmp, target)
-    except httpx.HTTPError as exc:
-        _unlink(tmp)
-        raise TransportError(f"download failed: {type(exc).__name__}") from exc
-    except BaseException:
-        _unlink(tmp)
-        raise
-
-
-def _unlink(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)

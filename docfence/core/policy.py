@@ -299,8 +299,8 @@ class JobPolicy:
     # values of the dynamic fields, resolved at submission (recipient, date, job_id...). None: a policy
     # frozen before fields existed, whose mark text is drawn literally, as it was then.
     fields: dict[str, str] | None = None
-    verification: VerificationSpec | None = None  # a QR verification code (issue 18 part 4)
-    signing: SigningSpec | None = None  # a PAdES signature of the output (issue 18 part 5)
+    verification: VerificationSpec | None = None  # a QR code recipients check the document with
+    signing: SigningSpec | None = None  # a PAdES signature of the validated output
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "marks", tuple(self.marks))

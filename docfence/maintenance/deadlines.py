@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from docfence.maintenance.batch import BatchConfig
 from docfence.observability import metrics
-from docfence.store.base import Store
+from docfence.store.base import OpsStore
 
 
 class DeadlineCanceller:
-    def __init__(self, store: Store, config: BatchConfig) -> None:
+    def __init__(self, store: OpsStore, config: BatchConfig) -> None:
         self.store, self.config = store, config
 
     def run_once(self) -> list[str]:

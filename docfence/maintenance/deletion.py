@@ -7,10 +7,16 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Protocol
 
 from docfence.blobs.regions import RegionRouter
 from docfence.storage_keys import job_prefix
-from docfence.store.base import Store
+from docfence.store.base import AuditLog, OpsStore
+
+
+class DeletionStore(OpsStore, AuditLog, Protocol):
+    """What deletion uses: tombstones and retention (operations), and its evidence (the audit log)."""
+
 
 log = logging.getLogger("docfence.deletion")
 
@@ -24,7 +30,7 @@ class DeletionReport:
 
 
 class DeletionService:
-    def __init__(self, store: Store, regions: RegionRouter) -> None:
+    def __init__(self, store: DeletionStore, regions: RegionRouter) -> None:
         self.store, self.regions = store, regions
 
     def delete_job(self, job_id: str, *, actor: str, request_id: str | None,

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from docfence.maintenance.batch import BatchConfig
 from docfence.observability import metrics
-from docfence.store.base import Store
+from docfence.store.base import OpsStore
 
 
 @dataclass
@@ -17,7 +17,7 @@ class LeaseRescueResult:
 
 
 class LeaseRescuer:
-    def __init__(self, store: Store, config: BatchConfig) -> None:
+    def __init__(self, store: OpsStore, config: BatchConfig) -> None:
         self.store, self.config = store, config
 
     def run_once(self) -> LeaseRescueResult:

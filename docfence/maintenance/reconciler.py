@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from docfence.blobs.regions import RegionRouter
 from docfence.core.clock import monotonic
@@ -17,7 +18,13 @@ from docfence.maintenance.deadlines import DeadlineCanceller
 from docfence.maintenance.lease_rescue import LeaseRescuer
 from docfence.maintenance.retention import RetentionEnforcer
 from docfence.maintenance.staging import TEMP_MIN_AGE_S, StagingCollector, StagingConfig
-from docfence.store.base import Store
+from docfence.store.base import AuditLog, JobStore, OpsStore
+
+
+class ReconcilerStore(JobStore, OpsStore, AuditLog, Protocol):
+    """What the reconciler's services use together: lease and deadline passes and deletion (operations,
+    audit) and the job reads that staging collection checks objects against."""
+
 
 log = logging.getLogger("docfence.reconciler")
 __all__ = ["TEMP_MIN_AGE_S", "ReconcileConfig", "ReconcileResult", "Reconciler"]
@@ -50,7 +57,7 @@ class ReconcileResult:
 
 
 class Reconciler:
-    def __init__(self, store: Store, regions: RegionRouter | None, config: ReconcileConfig) -> None:
+    def __init__(self, store: ReconcilerStore, regions: RegionRouter | None, config: ReconcileConfig) -> None:
         if config.interval_s <= 0:
             raise DocfenceError("reconciler interval must be positive")
         self.store, self.regions, self.config = store, regions, config

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from docfence.blobs.regions import RegionRouter
 from docfence.maintenance.batch import BatchConfig
-from docfence.maintenance.deletion import DeletionService
-from docfence.store.base import Store
+from docfence.maintenance.deletion import DeletionService, DeletionStore
 
 
 class RetentionEnforcer:
-    def __init__(self, store: Store, regions: RegionRouter, config: BatchConfig) -> None:
+    def __init__(self, store: DeletionStore, regions: RegionRouter, config: BatchConfig) -> None:
         self.deletion, self.config = DeletionService(store, regions), config
 
     def run_once(self) -> list[str]:

@@ -12,7 +12,7 @@ from docfence.blobs.local import LocalBlobStore
 from docfence.blobs.regions import RegionRouter
 from docfence.core.errors import DocfenceError, NotFound
 from docfence.storage_keys import attempt_of_staging_key
-from docfence.store.base import Store
+from docfence.store.base import JobStore
 
 TEMP_MIN_AGE_S = 60.0  # never remove a temp file written to within this, whatever staging_grace_s says
 # Never remove an object of an unknown job id written within this, whatever staging_grace_s says: a batch
@@ -42,7 +42,7 @@ class StagingCollector:
     """`collect_orphans()` is one bounded pass (the next one continues where it stopped),
     `sweep_orphans()` all of it, `collect_temp_debris()` the temp files."""
 
-    def __init__(self, store: Store, regions: RegionRouter, config: StagingConfig) -> None:
+    def __init__(self, store: JobStore, regions: RegionRouter, config: StagingConfig) -> None:
         self.store, self.regions, self.config = store, regions, config
         self._cursor: dict[str, str] = {}  # per region: the last key examined, so passes take turns
 

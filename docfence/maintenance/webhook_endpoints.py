@@ -12,11 +12,10 @@ from dataclasses import dataclass, field
 from docfence.config import WebhooksConfig
 from docfence.core.errors import InvalidRequest
 from docfence.core.ids import new_id
+from docfence.core.records import WebhookEndpoint
 from docfence.maintenance.webhook_http import AddressPolicy, DestinationRefused, check_url
-from docfence.maintenance.webhooks import webhook_store
-from docfence.store.base import Store
+from docfence.store.base import WebhookStore
 from docfence.store.outbox import EVENT_TYPES
-from docfence.store.webhooks import WebhookEndpoint
 
 MAX_URL_CHARS = 2000
 #: Every terminal transition of a tenant's jobs writes one delivery per subscribed endpoint in the
@@ -72,8 +71,8 @@ def _has_controls(text: str) -> bool:
 
 
 class WebhookEndpoints:
-    def __init__(self, store: Store, config: WebhooksConfig) -> None:
-        self.store, self.config = webhook_store(store), config
+    def __init__(self, store: WebhookStore, config: WebhooksConfig) -> None:
+        self.store, self.config = store, config
 
     def create(self, tenant: str, url: str, events: Iterable[str], *, actor: str,
                description: str | None = None) -> IssuedSecret:

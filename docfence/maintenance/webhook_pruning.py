@@ -8,7 +8,7 @@ import logging
 from dataclasses import dataclass, field
 
 from docfence.core.errors import DocfenceError
-from docfence.store.sqlstore import SqlStore
+from docfence.store.base import WebhookStore
 
 log = logging.getLogger("docfence.webhooks")
 
@@ -32,7 +32,7 @@ class WebhookPruner:
     """One bounded pass per `run_once()`; passes on many machines at once are safe (PostgreSQL skips
     rows another pruner holds; SQLite has one writer)."""
 
-    def __init__(self, store: SqlStore, config: PruneConfig) -> None:
+    def __init__(self, store: WebhookStore, config: PruneConfig) -> None:
         self.store, self.config = store, config
 
     def run_once(self) -> PruneResult:

@@ -20,7 +20,8 @@ from standardwebhooks.webhooks import Webhook
 
 from docfence.config import WebhooksConfig
 from docfence.core.clock import Clock, SystemClock, monotonic
-from docfence.core.errors import ConfigError, DocfenceError
+from docfence.core.errors import DocfenceError
+from docfence.core.records import AttemptResult, DeliveryClaim
 from docfence.faults import fault_point
 from docfence.maintenance.webhook_http import (
     AddressPolicy,
@@ -30,9 +31,7 @@ from docfence.maintenance.webhook_http import (
     Timeouts,
 )
 from docfence.maintenance.webhook_pruning import PruneConfig, WebhookPruner
-from docfence.store.base import Store
-from docfence.store.sqlstore import SqlStore
-from docfence.store.webhooks import AttemptResult, DeliveryClaim
+from docfence.store.base import WebhookStore
 
 log = logging.getLogger("docfence.webhooks")
 USER_AGENT = "docfence-webhooks/1"
@@ -49,22 +48,15 @@ class DispatchResult:
     stale: list[str] = field(default_factory=list)  # the attempt no longer owned its delivery
 
 
-def webhook_store(store: Store) -> SqlStore:
-    """The store as the SQL store that carries the webhook queries (both dialects are SqlStores)."""
-    if not isinstance(store, SqlStore):
-        raise ConfigError("webhooks need a SQL store (SQLite or PostgreSQL)")
-    return store
-
-
 class WebhookDispatcher:
     """One dispatcher (`worker` names it in leases and attempt rows). `clock` stamps the signature
     (receivers compare it with their own time) and measures latency; the store's clock decides what is
     due. `rng` draws the jitter; tests inject both, and a transport."""
 
-    def __init__(self, store: Store, config: WebhooksConfig, *, worker: str, clock: Clock | None = None,
-                 rng: random.Random | None = None, transport: GuardedTransport | None = None,
-                 interval_s: float = 1.0) -> None:
-        self.store, self.config, self.worker = webhook_store(store), config, worker
+    def __init__(self, store: WebhookStore, config: WebhooksConfig, *, worker: str,
+                 clock: Clock | None = None, rng: random.Random | None = None,
+                 transport: GuardedTransport | None = None, interval_s: float = 1.0) -> None:
+        self.store, self.config, self.worker = store, config, worker
         self.clock = clock or SystemClock()
         self.rng = rng or random.Random()
         self.interval_s = interval_s

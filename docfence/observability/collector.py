@@ -8,6 +8,7 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol
 
 from prometheus_client.core import GaugeHistogramMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -17,7 +18,12 @@ from docfence.core.errors import DocfenceError
 from docfence.core.policy import Mode
 from docfence.core.records import Job
 from docfence.core.states import ACTIVE_STATES, JobState
-from docfence.store.base import Store
+from docfence.store.base import JobStore, OpsStore
+
+
+class GaugeStore(JobStore, OpsStore, Protocol):
+    """What the gauges read: job lists and the store clock, state counts, pauses and valid leases."""
+
 
 log = logging.getLogger("docfence.metrics")
 
@@ -36,7 +42,7 @@ class ActiveScan:
     truncated: bool = False
 
 
-def scan_active(store: Store, state: JobState, now: datetime, *, max_scan: int = 5000,
+def scan_active(store: JobStore, state: JobState, now: datetime, *, max_scan: int = 5000,
                 page: int = 500, tenant: str | None = None) -> ActiveScan:
     """Page through `list_jobs(state=...)` (newest first) until `max_scan` jobs; oldest ages come last."""
     assert state in ACTIVE_STATES
@@ -71,7 +77,7 @@ def _account(scan: ActiveScan, job: Job, now: datetime) -> None:
 class StoreCollector(Collector):
     """A prometheus_client collector over the Store API; register one per scrape registry."""
 
-    def __init__(self, store: Store, *, max_scan: int = 5000) -> None:
+    def __init__(self, store: GaugeStore, *, max_scan: int = 5000) -> None:
         self.store, self.max_scan = store, max_scan
 
     def describe(self) -> list[GaugeMetricFamily]:

@@ -13,14 +13,13 @@ from prometheus_client import start_http_server as _start_http_server
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from docfence.observability import metrics
-from docfence.observability.collector import StoreCollector
+from docfence.observability.collector import GaugeStore, StoreCollector
 from docfence.observability.multiproc import ENV_VAR
-from docfence.store.base import Store
 
 __all__ = ["CONTENT_TYPE_LATEST", "build_registry", "render_metrics", "serve_metrics"]
 
 
-def build_registry(store: Store | None) -> CollectorRegistry:
+def build_registry(store: GaugeStore | None) -> CollectorRegistry:
     """Multi-process mode: a fresh registry aggregating every process's files (PROMETHEUS_MULTIPROC_DIR);
     otherwise a registry that reads this process's metrics. Store gauges are added when `store` is given."""
     registry = CollectorRegistry(auto_describe=False)
@@ -64,11 +63,11 @@ class _Delegate:
         return []
 
 
-def render_metrics(store: Store | None) -> bytes:
+def render_metrics(store: GaugeStore | None) -> bytes:
     return generate_latest(build_registry(store))
 
 
-def serve_metrics(port: int, store: Store | None = None, *, addr: str = "127.0.0.1") -> Any:
+def serve_metrics(port: int, store: GaugeStore | None = None, *, addr: str = "127.0.0.1") -> Any:
     """Serve /metrics from this process on `port` (for workers not behind the API); returns the server."""
     server, _thread = _start_http_server(port, addr=addr, registry=build_registry(store))
     return server

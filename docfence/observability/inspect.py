@@ -4,15 +4,21 @@ its timeline, and what happens next. Shared by `docfence inspect` and the consol
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from docfence.core.fields import CALLER_FIELDS
 from docfence.core.marks import HIDDEN, marks_view
 from docfence.core.records import Artifact, Attempt, AuditEvent, Job
 from docfence.core.states import JobState
-from docfence.store.base import Store
+from docfence.store.base import AuditLog, JobStore, OpsStore, ProviderStore
+
+
+class InspectStore(JobStore, AuditLog, OpsStore, ProviderStore, Protocol):
+    """What one job's inspection reads: the job, its attempts and audit events, pauses and leases, and
+    the last provider observation of a provider-rendered report job."""
+
 
 QUEUE_SCAN = 1000  # queued jobs examined to count those ahead of this one
 _OBSERVATION_FIELDS = ("provider", "provider_job_id", "status", "kind", "http_status", "observed_at",
@@ -34,7 +40,7 @@ class Inspection:
     next_steps: list[str]
 
 
-def inspect_job(store: Store, job_id: str) -> Inspection:
+def inspect_job(store: InspectStore, job_id: str) -> Inspection:
     """Raises NotFound for an unknown job."""
     job = store.get(job_id)
     now = store.now()
@@ -53,22 +59,19 @@ def _with_steps(ins: Inspection) -> Inspection:
     return replace(ins, next_steps=next_steps(ins))
 
 
-def _queued_ahead(store: Store, job: Job) -> tuple[int, bool]:
+def _queued_ahead(store: JobStore, job: Job) -> tuple[int, bool]:
     """Jobs a claim takes before this one (claims go by run_after, then id)."""
     queued = store.list_jobs(state=JobState.QUEUED, limit=QUEUE_SCAN)
     mine = (job.run_after, job.id)
     return sum(1 for j in queued if (j.run_after, j.id) < mine), len(queued) >= QUEUE_SCAN
 
 
-def _observation(store: Store, job_id: str) -> dict[str, Any] | None:
-    """The report pipeline's last provider observation, when this store has them."""
-    getter = getattr(store, "provider_observation", None)
-    if getter is None:
+def _observation(store: ProviderStore, job_id: str) -> dict[str, Any] | None:
+    """The report pipeline's last provider observation of the job, if it has one."""
+    obs = store.provider_observation(job_id)
+    if obs is None:
         return None
-    obs = getter(job_id)
-    if obs is None or not is_dataclass(obs):
-        return None
-    data = asdict(obs)  # type: ignore[arg-type]
+    data = asdict(obs)
     return {k: data.get(k) for k in _OBSERVATION_FIELDS}
 
 

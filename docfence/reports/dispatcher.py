@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -22,9 +22,13 @@ from docfence.core.records import ArtifactInfo, Claim
 from docfence.observability import metrics
 from docfence.providers import BoundedPoller, Observation, PollOutcome, ProviderClient, ProviderConfig
 from docfence.reports.provider_render import check_provider_output, provider_input
-from docfence.reports.templates import report_store
 from docfence.sandbox import Sandbox
-from docfence.store.base import Store
+from docfence.store.base import JobStore, ProviderStore
+
+
+class DispatcherStore(JobStore, ProviderStore, Protocol):
+    """What the dispatcher uses: provider claims and observations, and the fenced job outcomes."""
+
 
 log = logging.getLogger(__name__)
 
@@ -70,11 +74,11 @@ class Dispatcher:
     re-claimed job (lease expiry, retryable failure) finds its provider job instead of creating another."""
 
     def __init__(
-        self, config: DispatcherConfig, store: Store, router: RegionRouter, *, clock: Clock | None = None,
-        sleep: Callable[[float], None] = time.sleep, transport: httpx.BaseTransport | None = None,
-        sandbox: Sandbox | None = None,
+        self, config: DispatcherConfig, store: DispatcherStore, router: RegionRouter, *,
+        clock: Clock | None = None, sleep: Callable[[float], None] = time.sleep,
+        transport: httpx.BaseTransport | None = None, sandbox: Sandbox | None = None,
     ) -> None:
-        self.config, self.store, self.router = config, report_store(store), router
+        self.config, self.store, self.router = config, store, router
         self.clock = clock or SystemClock()
         self._base_sleep, self._transport = sleep, transport
         self._own_sandbox = sandbox is None
@@ -93,7 +97,7 @@ class Dispatcher:
         result.claimed = len(claims)
         for claim in claims:
             try:
-                outcome = self.process(claim)
+                outcome = self.render_through_provider(claim)
             except StaleAttempt:
                 outcome = "discarded"
                 log.warning("stale attempt; provider result discarded",
@@ -101,8 +105,10 @@ class Dispatcher:
             setattr(result, outcome, getattr(result, outcome) + 1)
         return result
 
-    def process(self, claim: Claim) -> str:
-        """One claimed job to "succeeded", "failed" or "retried"; raises StaleAttempt (discard)."""
+    def render_through_provider(self, claim: Claim) -> str:
+        """One claimed job through its outside renderer (submit, poll within the deadline, download,
+        check the output, fenced commit) to "succeeded", "failed" or "retried"; raises StaleAttempt
+        (discard)."""
         job = claim.job
         provider = str((job.policy.report or {}).get("processor"))
         sink = ProviderObservationSink(self.store, claim, provider)

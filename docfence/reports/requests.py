@@ -11,7 +11,7 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any
+from typing import Any, Protocol
 
 from docfence import storage_keys
 from docfence.blobs import RegionRouter
@@ -31,14 +31,18 @@ from docfence.core.errors import (
 from docfence.core.ids import new_id
 from docfence.core.marks import resolve_fields
 from docfence.core.policy import JobPolicy, Kind, WatermarkSpec
-from docfence.core.records import Job, NewJob
+from docfence.core.records import Job, NewJob, ProviderObservation, ReportRequest, TemplateVersion
 from docfence.core.states import JobState
 from docfence.engines.report.data import validate_data
 from docfence.engines.report.render import VARIANTS
-from docfence.reports.templates import check_template_id, report_store
+from docfence.reports.templates import check_template_id
 from docfence.sandbox.report_job import build_snapshot
-from docfence.store.base import Store
-from docfence.store.reports import ProviderObservation, ReportRequest, TemplateVersion
+from docfence.store.base import JobStore, ProviderStore, ReportStore
+
+
+class RequestStore(ReportStore, JobStore, ProviderStore, Protocol):
+    """What report requests use: templates and requests, job submission, provider observations."""
+
 
 log = logging.getLogger(__name__)
 
@@ -99,9 +103,9 @@ class ReportRequests:
     """Report-request use cases; `processors` are the configured provider names besides "local";
     `clock` dates the jobs' `{date}` and `{datetime}` fields (the service's clock)."""
 
-    def __init__(self, settings: Settings, store: Store, router: RegionRouter, *,
+    def __init__(self, settings: Settings, store: RequestStore, router: RegionRouter, *,
                  processors: Collection[str] = (), clock: Clock | None = None) -> None:
-        self.settings, self.store, self.router = settings, report_store(store), router
+        self.settings, self.store, self.router = settings, store, router
         self.clock: Clock = clock or SystemClock()
         self.processors = frozenset(processors) | {LOCAL_PROCESSOR}
 

@@ -15,9 +15,9 @@ from typing import Any, Protocol
 from docfence.core.access import check_tenant
 from docfence.core.errors import ConfigError, DocfenceError, InvalidRequest
 from docfence.core.ids import new_id
+from docfence.core.records import Schedule
 from docfence.engines.report.render import VARIANTS
 from docfence.reports.requests import LOCAL_PROCESSOR, ReportRequests, RequestSpec, parse_template_ref
-from docfence.store.reports import Schedule
 
 log = logging.getLogger(__name__)
 

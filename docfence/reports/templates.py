@@ -14,24 +14,17 @@ import re
 from pathlib import Path
 from typing import Any
 
-from docfence.core.errors import ConfigError, NotFound, TemplateError
+from docfence.core.errors import NotFound, TemplateError
+from docfence.core.records import TemplateInfo, TemplateVersion
 from docfence.engines.report.bundle import TemplateBundle, load_bundle, template_hash
 from docfence.engines.report.data import check_schema
-from docfence.store.base import Store
-from docfence.store.reports import ALL_TENANTS, TemplateInfo, TemplateVersion
-from docfence.store.sqlstore import SqlStore
+from docfence.store.base import ReportStore
+from docfence.store.reports import ALL_TENANTS
 
 log = logging.getLogger(__name__)
 
 TEMPLATE_ID_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 MAX_TEMPLATE_BYTES = 20 * 1024 * 1024
-
-
-def report_store(store: Store) -> SqlStore:
-    """The store as the SQL store that carries the report queries (both dialects are SqlStores)."""
-    if not isinstance(store, SqlStore):
-        raise ConfigError("the report pipeline needs a SQL store (SQLite or PostgreSQL)")
-    return store
 
 
 def check_template_id(template_id: str) -> str:
@@ -52,10 +45,10 @@ def encode_assets(bundle: TemplateBundle) -> dict[str, str]:
 
 
 class Templates:
-    """Template use cases over a store that has the ReportQueries methods."""
+    """Template use cases over the report store."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = report_store(store)
+    def __init__(self, store: ReportStore) -> None:
+        self.store = store
 
     def create_version(
         self, template_id: str, bundle: TemplateBundle, *, actor: str, owner: str | None = None

@@ -1,33 +1,47 @@
-"""Confinement of one render process (Linux Landlock), applied after the fork and before the task
-reads a byte of its document: what a hostile file that took over pdfium could reach.
+"""Confinement of one render process, applied after the fork and before the task reads a byte of its
+document: what a hostile file that took over pdfium could reach.
 
-It may read and execute the interpreter, its libraries, the fonts and a few system files; read its
-own input; write its own output, its answer and a private temporary folder. It cannot open another
-file (the SQLite database, other jobs' staging or artifacts, the configuration and its keys), connect
-or bind a TCP socket (PostgreSQL, S3, the network), reach an abstract Unix socket, or signal a process
-outside itself (its worker, the zygote, other jobs' processes). Its subprocesses (the second reader)
-and forked pieces inherit all of it. Files opened before the fork (the warm fonts) stay readable.
+Landlock: it may read and execute the interpreter, its libraries, the fonts and a few system files;
+read its own input; write its own output, its answer and a private temporary folder. It cannot open
+another file (the SQLite database, other jobs' staging or artifacts, the configuration and its keys,
+the working folder), bind or connect a TCP socket, reach an abstract Unix socket, or signal a process
+outside itself. seccomp: it cannot create a socket at all (UDP, a pathname Unix socket such as
+PostgreSQL's, netlink) nor an io_uring that could. Its subprocesses (the second reader) and forked
+pieces inherit all of it; files opened before the fork (the warm fonts) stay readable.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import sys
+import sysconfig
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from py_landlock import AccessFs, Landlock, LandlockError, get_abi_version
 
-# Read-only roots: code, shared libraries, fonts and their caches. /etc only in named parts: it may hold
-# docfence's own configuration and keys.
-SYSTEM_READ = ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/opt", "/var/cache/fontconfig",
+try:  # a ctypes binding of libseccomp (Debian's libseccomp2): loaded here, in the zygote, once
+    import pyseccomp
+except (ImportError, OSError, RuntimeError):  # no libseccomp on this machine
+    pyseccomp = None
+
+# Read-only roots: code, shared libraries, fonts and their caches. /etc only in named parts, /opt and
+# home folders not at all: they may hold a deployment's configuration and keys.
+SYSTEM_READ = ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/var/cache/fontconfig",
                "/etc/fonts", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
-               "/etc/mime.types", "/etc/ssl", "/etc/ca-certificates", "/etc/alternatives", "/etc/passwd",
-               "/etc/group", "/etc/nsswitch.conf", "/etc/poppler", "/proc", "/sys/devices/system/cpu")
+               "/etc/mime.types", "/etc/alternatives", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf",
+               "/etc/poppler", "/proc", "/sys/devices/system/cpu")
 DEVICES_READ = ("/dev/urandom", "/dev/random", "/dev/zero")
 DEVICES_WRITE = ("/dev/null",)
+DENIED_SYSCALLS = ("socket", "io_uring_setup")  # socketpair() stays: it connects to nothing
+
+
+class ConfinementFailed(Exception):
+    """The kernel offers confinement, but applying it failed: the task must not run unconfined."""
 
 
 @dataclass(frozen=True)
@@ -41,29 +55,46 @@ class Confinement:
 
 
 def python_roots() -> tuple[str, ...]:
-    """The interpreter's prefixes and every folder on sys.path (the venv, the docfence package): a
-    render process may still import a module lazily."""
-    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(__file__).resolve().parents[2])}
-    roots.update(p for p in sys.path if p)
+    """The standard library, the installed packages (venv or system) and the docfence package itself,
+    so a render process may still import a module lazily. Not sys.path as such: `python -m` puts the
+    working folder there, which holds the default database and blob folder."""
+    roots = {str(Path(__file__).resolve().parents[1])}  # the docfence package, not the folder above it
+    for scheme_vars in ({}, {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}):
+        paths = sysconfig.get_paths(vars=scheme_vars) if scheme_vars else sysconfig.get_paths()
+        roots.update(paths[key] for key in ("stdlib", "platstdlib", "purelib", "platlib"))
     home = os.environ.get("HOME")
     if home:
         roots.add(os.path.join(home, ".cache", "fontconfig"))
     return tuple(sorted(roots))
 
 
-def available() -> int:
-    """The kernel's Landlock ABI version; 0 when it has none (too old, or disabled at boot)."""
+def available() -> dict[str, Any]:
+    """What this kernel and machine can apply: the Landlock ABI (0: none) and whether seccomp can."""
     try:
-        return int(get_abi_version())
+        abi = int(get_abi_version())
     except (LandlockError, OSError):
-        return 0
+        abi = 0
+    return {"landlock": abi, "sockets": pyseccomp is not None}
 
 
-def confine(plan: Confinement) -> int:
-    """Restrict this process (and its future children) to `plan`; returns the Landlock ABI applied, or
-    0 when the kernel has no Landlock (the process then runs unconfined: the caller reports it)."""
-    if available() == 0:
-        return 0
+def confine(plan: Confinement) -> dict[str, Any]:
+    """Restrict this process (and its future children) to `plan`; returns what was applied, as
+    `available()` says it. Raises ConfinementFailed when something available could not be applied."""
+    can = available()
+    if can["landlock"]:
+        try:
+            _landlock(plan).apply()
+        except (LandlockError, OSError) as exc:
+            raise ConfinementFailed(f"Landlock: {type(exc).__name__}") from exc
+    if can["sockets"]:
+        try:
+            _deny_sockets()
+        except OSError as exc:
+            raise ConfinementFailed(f"seccomp: {type(exc).__name__}") from exc
+    return can
+
+
+def _landlock(plan: Confinement) -> Landlock:
     read = AccessFs.READ_FILE | AccessFs.EXECUTE
     write = AccessFs.READ_FILE | AccessFs.WRITE_FILE | AccessFs.TRUNCATE
     everything = AccessFs(0)
@@ -84,11 +115,15 @@ def confine(plan: Confinement) -> int:
                 rules.add_path_rule(path, access=access)
     # no TCP port rule: every bind and connect is refused; no scope allowed: signals and abstract Unix
     # sockets reach only this process and its descendants
-    try:
-        rules.apply()
-    except (LandlockError, OSError):
-        return 0
-    return int(rules.abi_version)
+    return rules
+
+
+def _deny_sockets() -> None:
+    assert pyseccomp is not None
+    rules = pyseccomp.SyscallFilter(defaction=pyseccomp.ALLOW)
+    for name in DENIED_SYSCALLS:
+        rules.add_rule(pyseccomp.ERRNO(errno.EPERM), name)
+    rules.load()
 
 
 def _kind(path: str) -> str:

@@ -305,12 +305,14 @@ class _Watch:
 
 @functools.cache
 def _warn_if_unconfined() -> None:
-    """Once per process: say so when this kernel cannot confine render processes (confine.py)."""
-    abi = available()
-    if abi == 0:
+    """Once per process: say so when this machine cannot confine render processes (confine.py)."""
+    can = available()
+    if can["landlock"] == 0:
         log.warning("this kernel has no Landlock: render processes run unconfined (they can read what "
-                    "this user can read and open network connections); see docs/security.md")
-    elif abi < 6:
+                    "this user can read); see docs/security.md")
+    elif can["landlock"] < 6:
         log.warning("Landlock ABI %d: render processes are confined to their files%s, but may signal "
-                    "other processes; Linux 6.12+ confines those too", abi,
-                    "" if abi >= 4 else " (not from TCP connections)")
+                    "other processes; Linux 6.12+ confines those too", can["landlock"],
+                    "" if can["landlock"] >= 4 else " (not from TCP connections)")
+    if not can["sockets"]:
+        log.warning("no libseccomp: render processes may create sockets (UDP, Unix); install libseccomp2")

@@ -43,6 +43,14 @@ def run_task(request: dict[str, Any], on_pages: Callable[[int], None],
         return from_exception(exc)
 
 
+def unconfined(exc: Exception) -> Outcome:
+    """The outcome of a task that did not run because its process could not confine itself: a crash of
+    the render process (retryable), never the task's own failure."""
+    from docfence.core.errors import RenderCrashed
+
+    return from_exception(RenderCrashed(f"the render process could not confine itself ({exc})"))
+
+
 def _dispatch(kind: str, data: bytes, policy: JobPolicy, password: str | None,
               on_pages: Callable[[int], None], signing: Any = None) -> tuple[bytes, int, dict[str, Any]]:
     from docfence import engines

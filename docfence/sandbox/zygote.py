@@ -31,7 +31,7 @@ from typing import Any
 
 from docfence.core.policy import Mode
 from docfence.sandbox import protocol
-from docfence.sandbox.confine import Confinement, confine
+from docfence.sandbox.confine import Confinement, ConfinementFailed, confine
 
 _TMP_BASE = tempfile.gettempdir()  # the zygote's, before a child points TMPDIR at its own folder
 
@@ -137,11 +137,15 @@ def _child(task: socket.socket, request: dict[str, Any], zygote: int, secrets_fd
         protocol.set_process_name(protocol.RENDER_NAME)
         _close_other_fds(keep={0, 1, 2, task.fileno()} | ({secrets_fd} if secrets_fd is not None else set()))
         _limit(request["memory_mb"], request["cpu_s"])
-        confined = _confine(request)
-        from docfence.sandbox.work import run_task
+        from docfence.sandbox.work import run_task, unconfined
 
+        try:
+            confined: dict[str, Any] = _confine(request)
+        except ConfinementFailed as exc:  # never run a task unconfined where the kernel can confine it
+            confined, outcome = {}, unconfined(exc)
         cost.mark("setup")
-        outcome = run_task(request, lambda pages: protocol.send(task, {"pages": pages}), secrets_fd)
+        if confined:
+            outcome = run_task(request, lambda pages: protocol.send(task, {"pages": pages}), secrets_fd)
         cost.mark("task")
         answer = {**outcome.to_message(),
                   "process": {"pid": os.getpid(), "token": secrets.token_hex(8), "confined": confined,
@@ -161,9 +165,9 @@ def private_tmp(pid: int) -> str:
     return os.path.join(_TMP_BASE, f"docfence-render-{pid}")
 
 
-def _confine(request: dict[str, Any]) -> int:
-    """Private temporary folder, output and answer files created, then Landlock (confine.py): the
-    Landlock ABI applied, 0 when the kernel has none."""
+def _confine(request: dict[str, Any]) -> dict[str, Any]:
+    """Private temporary folder, output and answer files created, then Landlock and seccomp
+    (confine.py): what was applied. Raises ConfinementFailed."""
     tmp = private_tmp(os.getpid())
     shutil.rmtree(tmp, ignore_errors=True)  # a killed process of a reused pid left it
     os.mkdir(tmp, 0o700)

@@ -66,6 +66,8 @@ class _PgTx:
 
 class PostgresStore(SqlStore):
     dialect = "postgres"
+    #: Concurrent write transactions worth running from one process (row locks, not a file lock).
+    write_slots = 32
 
     def __init__(self, url: str, *, clock: Clock | None = None) -> None:
         super().__init__(clock)

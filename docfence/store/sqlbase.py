@@ -42,12 +42,31 @@ class SqlBase:
     """Dialects supply `_tx()`; the store classes above build every operation from named queries."""
 
     dialect = "sql"
+    #: How many write transactions a process should run at once against this store; callers with
+    #: many writing threads (the API service) queue the rest in-process.
+    write_slots = 1
 
     def __init__(self, clock: Clock | None = None) -> None:
         self.clock = clock
 
     # -- dialect hooks -------------------------------------------------------------------------
     def _tx(self, *, write: bool = True) -> AbstractContextManager[Tx]:
+        raise NotImplementedError
+
+    def migrate(self) -> list[str]:
+        """Apply pending migrations in order; returns the names applied."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Close this thread's connection and release this store's share of the wake-up listener."""
+        raise NotImplementedError
+
+    def run_script(self, name: str) -> None:
+        """Run a multi-statement named query (tests use `truncate_all`)."""
+        raise NotImplementedError
+
+    def drop_connection(self) -> None:
+        """Close this thread's connection abruptly, as a network drop would (fault tests)."""
         raise NotImplementedError
 
     def _now_param(self) -> datetime | None:

@@ -89,6 +89,9 @@ class _SqliteTx:
 
 class SqliteStore(SqlStore):
     dialect = "sqlite"
+    #: One writer at a time: SQLite serialises writers (BEGIN IMMEDIATE), so callers queue in-process
+    #: rather than sleep in SQLite's busy handler.
+    write_slots = 1
 
     def __init__(self, path: str | Path, *, clock: Clock | None = None, synchronous: str = "FULL") -> None:
         super().__init__(clock)

@@ -29,9 +29,9 @@ from docfence.core.records import (
     NewJob,
 )
 from docfence.core.states import Event, JobState, transition
+from docfence.store.ops import OperationsQueries
 from docfence.store.reports import ReportQueries
 from docfence.store.sqlbase import Row, Tx, _json
-from docfence.store.sqlops import OperationsQueries
 from docfence.store.wakeups import WakeupWaits
 from docfence.store.webhooks import WebhookQueries
 

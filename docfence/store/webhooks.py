@@ -1,4 +1,5 @@
-"""Webhook records in the store: endpoints per tenant, and fenced delivery attempts of outbox events.
+"""The WebhookStore of the SQL stores: endpoints per tenant, and fenced delivery attempts of outbox events
+(their records live in core/records/webhooks.py).
 
 A mixin of SqlStore over the named queries of queries/<dialect>/webhooks.sql. The outbox rows themselves
 are written by the job transitions (store/outbox.py); this module claims and finishes their deliveries
@@ -8,101 +9,22 @@ the way jobs are claimed and finished: attempt += 1 on claim, outcome fenced on 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 from docfence.core.errors import NotFound
+from docfence.core.records.webhooks import (
+    AttemptResult,
+    DeliveryClaim,
+    WebhookActivity,
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
 from docfence.store.sqlbase import Row, SqlBase, Tx
 
 WEBHOOKS_CHAIN = "webhooks"  # the audit chain of endpoint changes
 DELIVERY_STATES = ("pending", "delivering", "delivered", "failed")
-
-
-@dataclass(frozen=True)
-class WebhookEndpoint:
-    """An endpoint of one tenant. `secret` signs every delivery (shown to its owner once)."""
-
-    id: str
-    tenant: str
-    url: str
-    events: tuple[str, ...]
-    description: str | None
-    created_at: datetime
-    created_by: str
-    disabled_at: datetime | None
-    secret: str = field(repr=False)
-    previous_secret: str | None = field(default=None, repr=False)
-    secret_grace_until: datetime | None = None
-
-
-@dataclass(frozen=True)
-class DeliveryClaim:
-    """One leased delivery attempt: what to send where, and the secrets that sign it."""
-
-    event_id: str
-    endpoint_id: str
-    attempt: int
-    worker: str
-    claimed_at: datetime
-    lease_expires_at: datetime
-    event_created_at: datetime
-    event_type: str
-    job_id: str
-    job_attempt: int  # the job's attempt whose transition wrote the event
-    payload: str
-    url: str
-    secrets: tuple[str, ...] = field(repr=False)
-
-
-@dataclass(frozen=True)
-class AttemptResult:
-    """What one attempt observed; `body_prefix` holds at most 256 bytes of the answer."""
-
-    outcome: str  # delivered | retry | failed
-    status_code: int | None = None
-    latency_ms: float | None = None
-    error: str | None = None
-    body_prefix: str | None = None
-
-
-@dataclass(frozen=True)
-class WebhookDelivery:
-    event_id: str
-    endpoint_id: str
-    type: str
-    url: str
-    state: str
-    attempt: int
-    last_status: int | None
-    failure_reason: str | None
-    created_at: datetime
-    finished_at: datetime | None
-
-
-@dataclass(frozen=True)
-class WebhookAttempt:
-    event_id: str
-    endpoint_id: str
-    attempt: int
-    dispatcher: str
-    claimed_at: datetime
-    ended_at: datetime | None
-    outcome: str | None
-    status_code: int | None
-    latency_ms: float | None
-    error: str | None
-    body_prefix: str | None
-
-
-@dataclass(frozen=True)
-class WebhookActivity:
-    """A job's outbox events (type and payload by id), their deliveries and every attempt."""
-
-    events: dict[str, tuple[str, str]]
-    deliveries: list[WebhookDelivery]
-    attempts: list[WebhookAttempt]
 
 
 def _endpoint(row: Row) -> WebhookEndpoint:

@@ -63,7 +63,7 @@ class Probe:
 def main(argv: list[str]) -> None:
     store = open_store(argv[0], migrate=False)
     store.wait_for_work(AN_HOUR)  # the first call returns once the listener listens
-    listener = store.wakeup_listener()  # type: ignore[attr-defined]
+    listener = store.wakeup_listener()
     watch = store.watch_job_end(argv[1:])
     threading.Thread(target=_report_ends, args=(watch, listener), daemon=True).start()
     _say(f"ready {listener.fanout.work_generation()}")

@@ -19,7 +19,7 @@ from docfence.core.clock import monotonic
 from docfence.core.errors import StoreError, StoreUnavailable
 from docfence.core.records import ArtifactInfo, Claim, Completion, Job
 from docfence.faults import fault_point
-from docfence.store.base import Store
+from docfence.store.base import JobStore
 from docfence.worker.leases import Lease
 
 log = logging.getLogger("docfence.worker")
@@ -41,7 +41,7 @@ class Committer:
     could not be reached to tell (the staged object must then be kept for the reconciler).
     `close` commits what is waiting, then stops the thread."""
 
-    def __init__(self, store: Store, worker: str, *, max_batch: int,
+    def __init__(self, store: JobStore, worker: str, *, max_batch: int,
                  on_committed: Callable[[StagedResult, Job | None], None],
                  on_stale: Callable[[StagedResult, bool], None]) -> None:
         self.store, self.worker, self.max_batch = store, worker, max_batch

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from docfence.core.clock import monotonic
 from docfence.core.errors import StoreError
 from docfence.faults import fault_point
-from docfence.store.base import Store
+from docfence.store.base import JobStore
 
 log = logging.getLogger("docfence.worker")
 
@@ -28,7 +28,7 @@ class Lease:
 
 
 class LeaseKeeper:
-    def __init__(self, store: Store, worker: str, interval_s: float) -> None:
+    def __init__(self, store: JobStore, worker: str, interval_s: float) -> None:
         self.store, self.worker, self.interval_s = store, worker, interval_s
         self._leases: dict[tuple[str, int], Lease] = {}
         self._lock = threading.Lock()

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from docfence.blobs.regions import RegionRouter
 from docfence.blobs.sealed import PasswordSeal, load_key
@@ -37,9 +37,15 @@ from docfence.faults import fault_point
 from docfence.observability import metrics
 from docfence.sandbox import Outcome, Sandbox, Task
 from docfence.storage_keys import job_prefix, staging_key
-from docfence.store.base import Store
+from docfence.store.base import JobStore
+from docfence.store.wakeups import Wakeups
 from docfence.worker.committer import Committer, StagedResult
 from docfence.worker.leases import Lease, LeaseKeeper
+
+
+class WorkerStore(JobStore, Wakeups, Protocol):
+    """What a worker uses: the job transitions, and wake-ups when work is queued."""
+
 
 log = logging.getLogger("docfence.worker")
 
@@ -74,7 +80,7 @@ def _signing_request(settings: Settings) -> dict[str, Any] | None:
 
 
 class Worker:
-    def __init__(self, settings: Settings, store: Store, regions: RegionRouter, *,
+    def __init__(self, settings: Settings, store: WorkerStore, regions: RegionRouter, *,
                  worker_id: str | None = None) -> None:
         self.settings, self.cfg, self.store, self.regions = settings, settings.worker, store, regions
         self.id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{new_id('w')[-6:]}"
@@ -110,7 +116,7 @@ class Worker:
                     self._wait_for_work()
                     continue
                 for claim in claims:
-                    self._process_or_release(claim)
+                    self._render_or_release(claim)
                 if max_jobs is not None and self.counters.claimed >= max_jobs:
                     break
         finally:
@@ -134,16 +140,14 @@ class Worker:
         return claims
 
     def _wait_for_work(self) -> None:
-        wait = getattr(self.store, "wait_for_work", None)
-        if wait is not None:
-            try:
-                wait(self.cfg.poll_interval_s)
-                return
-            except Exception:  # LISTEN is an optimisation; polling still finds the work
-                log.debug("listen failed; polling")
+        try:
+            self.store.wait_for_work(self.cfg.poll_interval_s)
+            return
+        except Exception:  # LISTEN is an optimisation; polling still finds the work
+            log.debug("listen failed; polling")
         self.stopping.wait(self.cfg.poll_interval_s)
 
-    def _process_or_release(self, claim: Claim) -> None:
+    def _render_or_release(self, claim: Claim) -> None:
         lease = self.leases.hold(claim.job.id, claim.attempt, claim.job.policy.lease_ttl_s)
         handed_over = False  # to the committer, which drops the lease once the outcome is known
         try:
@@ -151,7 +155,7 @@ class Worker:
                 self._release(claim)
                 return
             fault_point("after_claim")
-            handed_over = self.process(claim, lease)
+            handed_over = self.render_and_stage(claim, lease)
         except StoreError as exc:  # the lease lapses and the reconciler requeues the job
             log.warning("store error while processing: %s", exc.code,
                         extra={"job_id": claim.job.id, "attempt": claim.attempt})
@@ -159,7 +163,7 @@ class Worker:
             if not handed_over:
                 self.leases.drop(lease)
 
-    def process(self, claim: Claim, lease: Lease) -> bool:
+    def render_and_stage(self, claim: Claim, lease: Lease) -> bool:
         """Render, validate and stage one claim. True when a staged result went to the committer;
         every other outcome (failure recorded, stale, lease lost) is settled here."""
         job, attempt = claim.job, claim.attempt

@@ -216,8 +216,8 @@ def test_the_readme_names_every_environment_variable() -> None:
     from docfence import config
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text("utf-8")
-    variables = {*config._ENV, *config._WORKER_ENV, "DOCFENCE_CONFIG", "DOCFENCE_URL", "DOCFENCE_API_KEY",
-                 "DOCFENCE_REPORT_PROCESSORS"}
+    variables = {*config.SETTINGS_ENV, *config.WORKER_ENV, "DOCFENCE_CONFIG", "DOCFENCE_URL",
+                 "DOCFENCE_API_KEY", "DOCFENCE_REPORT_PROCESSORS"}
     assert sorted(v for v in variables if f"`{v}`" not in readme) == []
 
 

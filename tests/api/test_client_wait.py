@@ -1,4 +1,5 @@
-"""The client's bounded wait (the seed's Go `Wait` contract) and error mapping, over a mock transport."""
+"""The client's bounded wait (a finite budget, backoff with jitter that honours Retry-After, a timeout
+that is not a job failure) and its error mapping, over a mock transport."""
 
 from __future__ import annotations
 

@@ -35,5 +35,6 @@ def test_api_reaches_the_store_only_through_service_and_the_protocol_type() -> N
 
 
 def test_service_does_not_import_upper_layers() -> None:
-    for name in _docfence_imports(ROOT / "service.py"):
-        assert not name.startswith(("docfence.api", "docfence.cli", "docfence.client")), name
+    for path in _package("service"):
+        for name in _docfence_imports(path):
+            assert not name.startswith(("docfence.api", "docfence.cli", "docfence.client")), (path.name, name)

@@ -43,14 +43,14 @@ def test_templates_are_scoped_to_their_tenant(any_env: ApiEnv) -> None:
         # b's admin cannot publish a version of it
         hijack = http.post("/v1/templates", json=_template("a-private", "<p>mine now</p>"), headers=b_admin)
         assert hijack.status_code == 409 and hijack.json()["error"]["code"] == "template_id_taken"
-        assert "<p>mine" not in repr(any_env.store.list_templates())  # type: ignore[attr-defined]
+        assert "<p>mine" not in repr(any_env.store.list_templates())
         # a still uses it
         a_user = _auth(any_env, "a", ("submit", "read"))
         assert (
             http.get("/v1/templates/a-private/versions/1", headers=a_user).json()["html"] == "<p>private</p>"
         )
         assert http.post("/v1/report-requests", json=body, headers=a_user).status_code == 201
-    versions = any_env.store.list_templates("a-private")  # type: ignore[attr-defined]
+    versions = any_env.store.list_templates("a-private")
     assert [(v.version, v.owner) for v in versions] == [(1, "a")]
 
 
@@ -113,8 +113,8 @@ def test_migration_005_gives_old_templates_the_tenant_of_their_creator(tmp_path:
         for url_ in (f"sqlite:///{db}", url):
             store = open_store(url_)  # applies 005
             try:
-                owners = {t.id: t.owner for t in store.list_templates()}  # type: ignore[attr-defined]
+                owners = {t.id: t.owner for t in store.list_templates()}
                 assert owners == {"acme-t": "acme", "globex-t": "globex", "cli-t": None}, url_
-                assert [t.id for t in store.list_templates(visible_to="acme")] == ["acme-t", "cli-t"]  # type: ignore[attr-defined]
+                assert [t.id for t in store.list_templates(visible_to="acme")] == ["acme-t", "cli-t"]
             finally:
                 store.close()

@@ -61,7 +61,7 @@ def test_wait_answers_when_the_ending_commit_is_announced(
         thread.join(HANG_GUARD_S)
     assert "error" not in out, out.get("error")
     assert out["value"].state == "succeeded" and out["value"].artifact is not None
-    assert any_env.store.wakeup_listener().fanout.watched_jobs() == set()  # type: ignore[attr-defined]
+    assert any_env.store.wakeup_listener().fanout.watched_jobs() == set()
 
 
 def test_wait_on_a_job_of_another_tenant_is_not_found_and_leaves_no_watch(any_env: ApiEnv) -> None:
@@ -70,4 +70,4 @@ def test_wait_on_a_job_of_another_tenant_is_not_found_and_leaves_no_watch(any_en
     stranger = DocfenceClient(any_env.base_url, any_env.key(tenant="other"))
     with stranger, pytest.raises(JobNotFound):
         stranger.get(job.id, wait_s=5, timeout_s=HANG_GUARD_S)
-    assert any_env.store.wakeup_listener().fanout.watched_jobs() == set()  # type: ignore[attr-defined]
+    assert any_env.store.wakeup_listener().fanout.watched_jobs() == set()

@@ -1,4 +1,5 @@
-"""The seed's rollout matrix against the loopback fake provider: every path ends in a terminal coded
+"""The rollout matrix (success, provider failure or cancel, malformed answers, 429 and 5xx with or without
+Retry-After, stuck, unknown status) against the loopback fake provider: every path ends in a terminal coded
 outcome, the sink sees every pass with time (and status when one was stated), nothing stays running."""
 
 from __future__ import annotations

@@ -19,9 +19,9 @@ from docfence.testing.procs import LONG_BUDGET_LIMITS
 
 @pytest.fixture
 def rstore(store: SqlStore) -> Iterator[SqlStore]:
-    store.run_script("truncate_reports")  # type: ignore[attr-defined]
+    store.run_script("truncate_reports")
     yield store
-    store.run_script("truncate_reports")  # type: ignore[attr-defined]
+    store.run_script("truncate_reports")
 
 
 @pytest.fixture

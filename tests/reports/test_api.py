@@ -11,7 +11,6 @@ import httpx
 import pytest
 
 from docfence.api import create_app
-from docfence.api.reports_routes import router
 from docfence.config import Settings
 from docfence.samples.monthly_report import load_monthly_bundle, sample_monthly_data
 from docfence.service import Service, build_service
@@ -25,7 +24,6 @@ def api(tmp_path: Path) -> Iterator[tuple[httpx.Client, Service]]:
     store = open_store(settings.database_url)
     service = build_service(settings, store)
     app = create_app(settings, service=service)
-    app.include_router(router)  # what the lead adds to create_app
     app.state.report_processors = ("vendor",)
     try:
         with running(app) as base, httpx.Client(base_url=base, timeout=30) as client:

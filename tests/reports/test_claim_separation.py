@@ -1,5 +1,6 @@
 """Provider-rendered report jobs belong to the dispatcher: `claim_provider_jobs` takes only them, and
-normal workers (`claim`) must never take them (needs the claim_jobs filter the lead adds to jobs.sql)."""
+normal workers (`claim`) must never take them: the claim query skips report jobs whose processor is
+not `local`."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The seed's rollout matrix through the dispatcher, against the loopback fake provider: every path ends in
-a terminal job with the provider's last status and time recorded and an audit event; none stays running.
+"""The rollout matrix of provider behaviours (success, failure, malformed answers, 429s, 5xx, stuck,
+unknown status) through the dispatcher, against the loopback fake provider: every path ends in a
+terminal job with the provider's last status and time recorded and an audit event; none stays running.
 SQLite for the matrix, PostgreSQL for success and stuck-past-deadline."""
 
 from __future__ import annotations

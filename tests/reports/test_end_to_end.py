@@ -1,5 +1,6 @@
-"""Acceptance (4) through the real worker path: a monthly report of synthetic data is requested, rendered
-in the render child, watermarked, validated and committed; bad data fails its job with a coded error."""
+"""The report pipeline through the real worker path: a monthly report of synthetic data is requested,
+rendered in the render child, watermarked, validated and committed; bad data fails its job with a coded
+error."""
 
 from __future__ import annotations
 

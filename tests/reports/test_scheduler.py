@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from docfence.core.records import Schedule
 from docfence.reports import ReportRequests
 from docfence.reports.scheduler import (
     Scheduler,
@@ -16,7 +17,6 @@ from docfence.reports.scheduler import (
     period_at,
 )
 from docfence.samples.monthly_report import sample_monthly_data
-from docfence.store.reports import Schedule
 from docfence.store.sqlstore import SqlStore
 
 

@@ -1,12 +1,14 @@
-"""Render processes are confined (Landlock): a forked process under a real ruleset is refused what a
-hostile document must not reach (another file, a folder, a TCP connection, a signal to its parent), and
-keeps what its task needs; every render process of a real sandbox runs confined, and jobs still work."""
+"""Render processes are confined (Landlock and seccomp): a forked process under a real ruleset is refused
+what a hostile document must not reach (another file, the working folder's database, a folder, a TCP or
+UDP or Unix socket, a signal to its parent), and keeps what its task needs; every render process of a
+real sandbox runs confined as far as the machine allows, and jobs still work."""
 
 from __future__ import annotations
 
 import json
 import os
 import socket
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +22,7 @@ from docfence.sandbox.zygote import private_tmp
 from docfence.testing.barriers import HANG_GUARD_S
 from docfence.testing.procs import wait_for
 
-pytestmark = pytest.mark.skipif(available() < 6, reason="needs Landlock ABI 6 (Linux 6.12+)")
+FULL = available()["landlock"] >= 6 and available()["sockets"]
 
 
 def _attempt(name: str, action: object) -> str:
@@ -41,8 +43,11 @@ def _confined_child(plan: Confinement, probes: dict[str, object]) -> dict[str, s
         code = 0
         try:
             os.close(r)
-            abi = confine(plan)
-            results = {"abi": str(abi), **{name: _attempt(name, probe) for name, probe in probes.items()}}
+            os.chdir(os.environ["PROBE_CWD"])  # as the zygote runs: `python -m` from the data folder
+            sys.path.insert(0, os.getcwd())
+            applied = confine(plan)
+            results = {"abi": str(applied["landlock"]), "sockets": str(applied["sockets"]),
+                       **{name: _attempt(name, probe) for name, probe in probes.items()}}
             os.write(w, json.dumps(results).encode())
         except BaseException:
             code = 70
@@ -64,15 +69,24 @@ def listener() -> Iterator[int]:
         yield sock.getsockname()[1]
 
 
-def test_a_confined_process_reaches_only_what_its_task_needs(tmp_path: Path, listener: int) -> None:
+@pytest.mark.skipif(not FULL, reason="needs Landlock ABI 6 (Linux 6.12+) and libseccomp")
+def test_a_confined_process_reaches_only_what_its_task_needs(tmp_path: Path, listener: int,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     job = tmp_path / "job"
     job.mkdir()
     (job / "input.pdf").write_bytes(b"%PDF-1.7 input")
     (job / "output.pdf").write_bytes(b"")
     private = tmp_path / "private"
     private.mkdir()
-    database = tmp_path / "docfence.db"  # stands for the store, the configuration, other jobs' files
+    data = tmp_path / "docfence-data"  # the default database and blob folder, in the working folder
+    data.mkdir()
+    database = data / "docfence.db"
     database.write_bytes(b"SQLite format 3")
+    monkeypatch.setenv("PROBE_CWD", str(tmp_path))
+    unix = tmp_path / "db.sock"  # stands for PostgreSQL's socket
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(unix))
+    server.listen()
     other_job = tmp_path / "other-job"
     other_job.mkdir()
     (other_job / "input.pdf").write_bytes(b"%PDF-1.7 another tenant")
@@ -90,14 +104,21 @@ def test_a_confined_process_reaches_only_what_its_task_needs(tmp_path: Path, lis
         "overwrite the input": lambda: (job / "input.pdf").write_bytes(b"x"),
         "list the job folder": lambda: os.listdir(job),
         "connect over TCP": lambda: socket.create_connection(("127.0.0.1", listener), timeout=5).close(),
+        "send over UDP": lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(
+            b"x", ("127.0.0.1", listener)),
+        "connect to a Unix socket": lambda: socket.socket(socket.AF_UNIX).connect(str(unix)),
+        "read from the working folder": lambda: Path("docfence-data/docfence.db").read_bytes(),
         "signal the parent": lambda: os.kill(parent, 0),
     })
-    assert int(seen.pop("abi")) >= 6
+    server.close()
+    assert int(seen.pop("abi")) >= 6 and seen.pop("sockets") == "True"
     assert seen == {
         "read input": "allowed", "write output": "allowed", "temporary file": "allowed",
         "import a module": "allowed", "read the database": "refused", "read another job": "refused",
         "write beside the output": "refused", "overwrite the input": "refused",
         "list the job folder": "refused", "connect over TCP": "refused", "signal the parent": "refused",
+        "send over UDP": "refused", "connect to a Unix socket": "refused",
+        "read from the working folder": "refused",
     }
     assert (job / "output.pdf").read_bytes() == b"%PDF-1.7 out"
     assert not (job / "extra.pdf").exists() and database.read_bytes() == b"SQLite format 3"
@@ -110,7 +131,7 @@ def test_every_render_process_of_a_sandbox_runs_confined_and_the_job_still_succe
         sandbox.start()
         outcome = sandbox.run(Task("watermark", source, tmp_path / "out.pdf", JobPolicy()))
         assert outcome.ok, outcome
-        assert outcome.process["confined"] >= 6
+        assert outcome.process["confined"] == available()  # all that this machine can apply
         pid = outcome.process["pid"]
         # its private folder goes with it: emptied by the process, removed by the zygote that reaps it
         wait_for(lambda: not Path(private_tmp(pid)).exists(), HANG_GUARD_S, "the private folder removed")

@@ -11,6 +11,7 @@ import pytest
 
 from docfence.core.policy import JobPolicy
 from docfence.core.records import NewJob
+from docfence.store import bench
 
 
 def _plan(store, name: str, params: dict, *, claim_tx: bool = False) -> list[str]:  # type: ignore[no-untyped-def]
@@ -46,7 +47,7 @@ def _job_indexes(store, plan: str) -> set[str]:  # type: ignore[no-untyped-def]
 def _fill(store, *, analyze: bool) -> None:  # type: ignore[no-untyped-def]
     """A backlog of finished jobs, then a sudden queue: with `analyze`, the statistics describe the
     finished backlog alone (they say nothing is queued); without, there are none."""
-    store.bench_fill_finished(20_000)
+    bench.fill_finished(store, 20_000)
     if analyze:
         store._conn().execute("ANALYZE" if store.dialect == "sqlite" else "ANALYZE jobs")
     for _ in range(500):

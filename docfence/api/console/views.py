@@ -7,14 +7,19 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from docfence.core.errors import InvalidRequest, NotFound
 from docfence.core.records import Job
 from docfence.core.states import TERMINAL_STATES, JobState
 from docfence.observability.collector import AGE_BUCKETS, scan_active
 from docfence.observability.metrics import page_bucket
-from docfence.store.base import Store
+from docfence.store.base import JobStore, OpsStore, ReportStore
+
+
+class ConsoleStore(JobStore, OpsStore, ReportStore, Protocol):
+    """What the console's search and counts read: jobs, state counts, the jobs of a report request."""
+
 
 TABLE_LIMIT = 200
 COUNT_LIMIT = 1000  # per-tenant counts are bounded scans (the global count is one GROUP BY)
@@ -60,7 +65,7 @@ def parse_cursor(cursor: str) -> tuple[datetime, str]:
     return when, job_id
 
 
-def find_job(store: Store, job_id: str, *, tenant: str | None, now: datetime,
+def find_job(store: ConsoleStore, job_id: str, *, tenant: str | None, now: datetime,
              worker_name: Callable[[str], str] = unmasked) -> list[dict[str, Any]]:
     """The search box: the job with this id, else the jobs of the report request with this id (the
     table's label), newest first, if the key's view holds them (another tenant's are not found)."""
@@ -72,13 +77,13 @@ def find_job(store: Store, job_id: str, *, tenant: str | None, now: datetime,
     return [job_row(j, now, worker_name) for j in jobs if tenant is None or j.tenant == tenant]
 
 
-def counts(store: Store, tenant: str | None) -> dict[str, int]:
+def counts(store: ConsoleStore, tenant: str | None) -> dict[str, int]:
     if tenant is None:
         return store.count_by_state()
     return {s.value: len(store.list_jobs(state=s, tenant=tenant, limit=COUNT_LIMIT)) for s in JobState}
 
 
-def jobs_table(store: Store, *, tenant: str | None, state: str | None, mode: str | None,
+def jobs_table(store: JobStore, *, tenant: str | None, state: str | None, mode: str | None,
                document_class: str | None, min_age_s: float | None, now: datetime,
                worker_name: Callable[[str], str] = unmasked, limit: int = TABLE_LIMIT,
                after: tuple[datetime, str] | None = None, label: str | None = None,
@@ -91,7 +96,7 @@ def jobs_table(store: Store, *, tenant: str | None, state: str | None, mode: str
     return [job_row(j, now, worker_name) for j in jobs]
 
 
-def age_chart(store: Store, tenant: str | None, now: datetime) -> dict[str, Any]:
+def age_chart(store: JobStore, tenant: str | None, now: datetime) -> dict[str, Any]:
     """Non-terminal jobs per age bucket, per state (a bounded scan of each state)."""
     labels = [f"<= {b:g} s" for b in AGE_BUCKETS] + [f"> {AGE_BUCKETS[-1]:g} s"]
     series: dict[str, list[int]] = {}
@@ -106,7 +111,7 @@ def age_chart(store: Store, tenant: str | None, now: datetime) -> dict[str, Any]
     return {"labels": labels, "series": series, "oldest_s": oldest}
 
 
-def throughput_chart(store: Store, tenant: str | None, now: datetime) -> dict[str, Any]:
+def throughput_chart(store: JobStore, tenant: str | None, now: datetime) -> dict[str, Any]:
     """Terminal jobs per minute over the last hour, per terminal state (from recent terminal jobs)."""
     start = now - timedelta(minutes=THROUGHPUT_MINUTES)
     series: dict[str, list[int]] = {}
@@ -120,7 +125,7 @@ def throughput_chart(store: Store, tenant: str | None, now: datetime) -> dict[st
     return {"minutes": THROUGHPUT_MINUTES, "series": series}
 
 
-def duration_chart(store: Store, tenant: str | None) -> dict[str, Any]:
+def duration_chart(store: JobStore, tenant: str | None) -> dict[str, Any]:
     """Mean claim-to-commit time of the winning attempt, by mode and page bucket, over recent successes.
     (The render-only histogram is `docfence_render_duration_seconds` in /metrics.)"""
     sums: dict[tuple[str, str], list[float]] = defaultdict(list)

@@ -1,4 +1,4 @@
-"""Records: frozen snapshots of what the store holds. Each has one owner and one deletion rule."""
+"""Job records: submissions, jobs, claims, artifacts, attempts, audit events, API keys and pauses."""
 
 from __future__ import annotations
 

@@ -1,11 +1,9 @@
-"""Operations, API keys, deletion and benchmark queries of the SQL stores (a mixin of SqlStore)."""
+"""The OpsStore (pauses, class modes, lease counts, retention) and KeyStore queries of the SQL stores
+(a mixin of SqlStore)."""
 
 from __future__ import annotations
 
-import json
-
-from docfence.core.errors import NotFound, StaleAttempt
-from docfence.core.policy import JobPolicy
+from docfence.core.errors import NotFound
 from docfence.core.records import ApiKey, ClaimPause
 from docfence.store.sqlbase import SqlBase, _api_key
 
@@ -87,22 +85,3 @@ class OperationsQueries(SqlBase):
     def retention_due(self, *, batch: int = 100) -> list[str]:
         with self._tx(write=False) as tx:
             return [r["id"] for r in tx.all("select_retention_due", limit=batch, now=self._now_param())]
-
-    # -- benchmarks ------------------------------------------------------------------------------
-    def bench_fill_finished(self, n: int) -> None:
-        """Benchmarks only: add `n` finished jobs so claims run against a realistic backlog."""
-        with self._tx() as tx:
-            tx.run("bench_fill_finished", n=n, policy=json.dumps(JobPolicy().to_dict()))
-
-    def bench_raw_cycle(self, worker: str) -> bool:
-        """Benchmarks only: one bare claim and one bare fenced commit; False when nothing was queued."""
-        with self._tx() as tx:
-            tx.send("claim_plan")  # the raw loop gets the same pinned plan as the real claim
-            row = tx.one("bench_raw_claim", worker=worker)
-        if row is None:
-            return False
-        with self._tx() as tx:
-            if tx.run("bench_raw_commit", id=row["id"], attempt=row["attempt"]) != 1:
-                raise StaleAttempt("raw commit lost its row")
-        return True
-

@@ -1,0 +1,195 @@
+"""Submitting documents: one upload or a batch, each stored (with its sealed password) under a
+pre-chosen job id before its job row is committed; the frozen policy a submission gets."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, BinaryIO
+
+from docfence import storage_keys as layout
+from docfence.blobs.sealed import PasswordSeal, load_key
+from docfence.core.access import Principal, check_tenant
+from docfence.core.errors import ConfigError, DocfenceError, InvalidRequest, RegionNotApproved, RequestError
+from docfence.core.ids import new_id
+from docfence.core.marks import resolve_fields
+from docfence.core.policy import JobPolicy, Mode
+from docfence.core.records import Job, NewJob
+from docfence.faults import fault_point
+from docfence.intake import (
+    MAX_BATCH_ITEMS,
+    BatchOutcome,
+    CappedReader,
+    SniffedPdf,
+    Staged,
+    check_label,
+    check_password,
+    clean_filename,
+    item_error,
+)
+from docfence.service.base import ServiceState
+from docfence.service.request_policy import SubmitRequest, caller_fields, checked_marks, request_hash
+
+log = logging.getLogger(__name__)
+
+STAGE_THREADS = 8  # a batch's uploads written (and fsynced) at once
+
+
+class Submission(ServiceState):
+    """submit, submit_batch: uploads checked, stored and committed as jobs."""
+
+    def submit(self, principal: Principal, stream: BinaryIO, request: SubmitRequest) -> tuple[Job, bool]:
+        """Store the upload (and its sealed password) under a pre-chosen job id, then create (or find)
+        the job.
+
+        Raises UploadTooLarge (nothing stored), RegionNotApproved (before any byte is stored),
+        InvalidRequest, IdempotencyConflict. A duplicate submission returns the first job.
+        """
+        principal.require("jobs.submit")
+        tenant = check_tenant(principal.tenant)
+        staged = self._stage_upload(tenant, principal.actor, stream, request)
+        try:
+            with self._writes:
+                job, created = self.store.submit(staged.new)
+        except BaseException:
+            staged.discard()
+            raise
+        if job.id != staged.new.job_id:
+            staged.discard()  # an earlier identical submission already owns its input
+        log.info("job %s submitted (created=%s, attempt %d)", job.id, created, job.attempt)
+        return job, created
+
+    def submit_batch(self, principal: Principal, uploads: Sequence[tuple[BinaryIO, SubmitRequest]], *,
+                     partial: bool = False) -> list[BatchOutcome]:
+        """Many submissions committed in ONE store transaction; one answer per item, in order.
+
+        Whole (default): any refused item refuses the batch with that item's error, its field named
+        `items[i].<field>`, and nothing is stored. `partial`: refused items are answered with their
+        error and every other item is committed. An item may replay an earlier identical submission.
+        """
+        principal.require("jobs.submit")
+        tenant = check_tenant(principal.tenant)
+        if not 1 <= len(uploads) <= MAX_BATCH_ITEMS:
+            raise InvalidRequest(f"a batch holds 1-{MAX_BATCH_ITEMS} documents, not {len(uploads)}",
+                                 field="file")
+        staged = self._stage_all(tenant, principal.actor, uploads)
+        try:
+            for index, item in enumerate(staged):
+                if isinstance(item, BaseException) and not isinstance(item, RequestError | RegionNotApproved):
+                    raise item  # storage or store trouble: the whole batch fails, nothing is kept
+                if isinstance(item, DocfenceError) and not partial:
+                    raise item_error(index, len(uploads), item) from None
+            outcomes = self._commit_batch([BatchOutcome(i, error=item) if isinstance(item, DocfenceError)
+                                           else item for i, item in enumerate(staged)], partial)
+        except BaseException:
+            for item in staged:
+                if isinstance(item, Staged):
+                    item.discard()
+            raise
+        log.info("batch of %d submitted (%d created)", len(uploads), sum(o.created for o in outcomes))
+        return outcomes
+
+    def _stage_all(self, tenant: str, actor: str,
+                   uploads: Sequence[tuple[BinaryIO, SubmitRequest]]) -> list[Staged | BaseException]:
+        """Every upload staged (or the error that refused it), in order. Uploads are written and
+        fsynced by STAGE_THREADS at once: the file system coalesces their syncs, which dominate."""
+        modes = self.store.class_modes()  # one read for the batch, not one per document
+
+        def one(upload: tuple[BinaryIO, SubmitRequest]) -> Staged | BaseException:
+            try:
+                return self._stage_upload(tenant, actor, upload[0], upload[1], modes)
+            except BaseException as exc:  # handed back in order; submit_batch decides
+                return exc
+
+        with ThreadPoolExecutor(max_workers=min(STAGE_THREADS, len(uploads))) as pool:
+            return list(pool.map(one, uploads))
+
+    def _commit_batch(self, staged: list[Staged | BatchOutcome], partial: bool) -> list[BatchOutcome]:
+        ready = [item for item in staged if isinstance(item, Staged)]
+        with self._writes:
+            answers = iter(self.store.submit_many([item.new for item in ready], all_or_nothing=not partial))
+        outcomes = []
+        for index, item in enumerate(staged):
+            if isinstance(item, BatchOutcome):
+                outcomes.append(item)
+                continue
+            answer = next(answers)
+            if isinstance(answer, DocfenceError):
+                item.discard()
+                outcomes.append(BatchOutcome(index, error=answer))
+                continue
+            job, created = answer
+            if job.id != item.new.job_id:
+                item.discard()
+            outcomes.append(BatchOutcome(index, job=job, created=created))
+        return outcomes
+
+    def _stage_upload(self, tenant: str, actor: str, stream: BinaryIO, request: SubmitRequest,
+                      modes: Mapping[str, str] | None = None) -> Staged:
+        """Check the request, then store the upload (sniffed, capped) and its sealed password under a
+        new job id: the NewJob to commit, and how to remove those bytes should it not be committed.
+        `modes`: the class modes already read (a batch reads them once)."""
+        label, password = check_label(request.label), check_password(request.password)
+        policy = self._policy(request, modes)
+        blobs = self.router.for_region(policy.region)
+        job_id = new_id()
+        key = layout.input_key(tenant, job_id)
+        limit = int(self.settings.max_upload_bytes)
+        info = blobs.put_stream(key, CappedReader(SniffedPdf(stream), limit), max_bytes=limit)
+        try:
+            policy = self._with_fields(policy, request, job_id=job_id, tenant=tenant, sha256=info.sha256)
+            issued = self.verifier.issue(policy, job_id, info.sha256)  # its verification URL, if any
+        except BaseException:
+            blobs.delete(key)
+            raise
+        staged = Staged(NewJob(  # the request hash covers the policy before its job's verification URL
+            tenant=tenant, policy=issued, input_key=key, input_sha256=info.sha256, input_bytes=info.bytes,
+            idempotency_key=request.idempotency_key, request_hash=request_hash(info.sha256, policy, request),
+            actor=actor, job_id=job_id, label=label, filename=clean_filename(request.filename),
+            sealed_password=password is not None,
+        ), blobs, layout.job_prefix(tenant, job_id))
+        if password is not None:
+            try:
+                self._password_seal().seal(blobs, staged.prefix, password)
+            except BaseException:
+                staged.discard()
+                raise
+        fault_point("after_input_upload")  # a crash here leaves bytes no job row names (staging GC)
+        return staged
+
+    def _password_seal(self) -> PasswordSeal:
+        if self._seal is None:
+            self._seal = PasswordSeal(load_key(self.settings))
+        return self._seal
+
+    def _policy(self, request: SubmitRequest, modes: Mapping[str, str] | None = None) -> JobPolicy:
+        """The frozen policy of a submission; InvalidWatermark (400) for a bad watermark spec, marks or
+        field value, InvalidRequest (422) for anything else the caller chose wrongly."""
+        try:
+            cls = self.settings.document_class(request.document_class)
+        except ConfigError as exc:
+            raise InvalidRequest(exc.message, field=exc.field) from exc
+        watermark, more = checked_marks(cls.mark_rules, cls.watermark, request)
+        try:
+            mode = request.mode or (self.store.class_modes() if modes is None else modes).get(cls.name)
+            if mode is not None:
+                mode = Mode(mode).value
+            overrides: dict[str, Any] = {}
+            if request.deadline_s is not None:
+                overrides["deadline_s"] = request.deadline_s
+            overrides.update(watermark=watermark, marks=more, fields={})
+            policy: JobPolicy = self.settings.policy_for(cls.name, mode_override=mode, **overrides)
+            return policy
+        except ConfigError as exc:
+            raise InvalidRequest(exc.message, field=exc.field) from exc
+        except (ValueError, TypeError) as exc:
+            raise InvalidRequest(f"invalid request: {exc}") from exc
+
+    def _with_fields(self, policy: JobPolicy, request: SubmitRequest, *, job_id: str, tenant: str,
+                     sha256: str) -> JobPolicy:
+        """The policy with its field values frozen: the caller's, the job's own, the issue time."""
+        rules = self.settings.document_class(policy.document_class).mark_rules
+        values = resolve_fields(rules, caller_fields(request), job_id=job_id, tenant=tenant,
+                                issued_at=self.clock.now())
+        return policy.evolve(fields={**values, "sha8": sha256[:8]})
