@@ -52,16 +52,15 @@ def watermark_document(data: bytes, policy: JobPolicy, *, password: str | None =
         opened = preflight(source, policy, password)
         opened.notes = [*notes, *(n for n in opened.notes if n not in notes)]
     mode = Mode(policy.mode).value
-    references: list[Any] = []  # raster: the engine's renders of the input, for the pixel proof
     if mode == "vector":
         output = watermark_vector(opened, policy)
     else:
-        output = watermark_raster(source, opened, policy, references)
+        output = watermark_raster(source, opened, policy)
     if len(output) > policy.limits.max_output_bytes:
         raise OverLimits("The output is larger than the configured output limit.")
     report = validate(
         source, output, MarkSet.of(policy), mode=mode, password=password, dpi=policy.dpi,
-        sanitize=policy.sanitize, level=policy.validation, references=references or None,
+        sanitize=policy.sanitize, level=policy.validation,
     )
     report["encrypted"] = opened.encrypted
     report["sanitize"] = sanitised.report()

@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from docfence.core.policy import JobPolicy, Mode
-from docfence.engines.validate import Check, require_valid
+from docfence.engines.checks import Check
+from docfence.engines.validate import require_valid
 
 
 def issue(output: bytes, report: dict[str, Any], policy: JobPolicy, *, password: str | None = None) -> bytes:

@@ -30,16 +30,6 @@ def render(page: pdfium.PdfPage, dpi: int | None = None) -> Image.Image:
     return img.reduce(factor) if factor > 1 else img
 
 
-def reference(full: Image.Image, size: tuple[float, float], dpi: int) -> Image.Image | None:
-    """What `render(page, dpi)` gives, made from `full`, a render of the page (`size` points) at `dpi`
-    with annotations and forms (the raster engine's, before the mark); None when that render is not the
-    one `render` would make."""
-    fine, factor = proof_scale(size, dpi)
-    if fine != dpi / 72.0:
-        return None
-    return full.reduce(factor) if factor > 1 else full.copy()
-
-
 def render_like(page: pdfium.PdfPage, size: tuple[int, int]) -> Image.Image:
     """An image-only raster page, rendered straight at the comparison size (pdfium area-samples images)."""
     scale = size[0] / max(page.get_size()[0], 1.0)

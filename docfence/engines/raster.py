@@ -24,7 +24,6 @@ from docfence.engines.geometry import PageGeometry
 from docfence.engines.mark_pixels import PageMarks, composite, watermark_layer
 from docfence.engines.marks import MarkSet
 from docfence.engines.parallel import run_parallel, split, usable_cores
-from docfence.engines.pixel_proof import reference
 from docfence.engines.preflight import OpenedPdf
 
 _IN_FLIGHT = 6
@@ -155,39 +154,30 @@ def add_image_page(pdf: pikepdf.Pdf, enc: EncodedImage, size: tuple[float, float
     pdf.pages.append(pikepdf.Page(page))
 
 
-def _render(doc: pdfium.PdfDocument, index: int, dpi: int) -> tuple[Image.Image, tuple[float, float]]:
-    """(the page at `dpi` in RGB, its size in points). pdfium draws 4-byte pixels, which Pillow takes
-    without a repack (RGB is 4 bytes a pixel inside Pillow too)."""
+def _render(doc: pdfium.PdfDocument, index: int, dpi: int) -> Image.Image:
+    """The page at `dpi` in RGB. pdfium draws 4-byte pixels, which Pillow takes without a repack (RGB is
+    4 bytes a pixel inside Pillow too)."""
     page = doc[index]
     try:
         bitmap = page.render(scale=dpi / 72.0, may_draw_forms=True, draw_annots=True, rev_byteorder=True,
                              prefer_bgrx=True)
         size = (bitmap.width, bitmap.height)
-        return Image.frombytes("RGB", size, bitmap.buffer, "raw", "RGBX", bitmap.stride), page.get_size()
+        return Image.frombytes("RGB", size, bitmap.buffer, "raw", "RGBX", bitmap.stride)
     finally:
         page.close()
 
 
-Rendered = tuple[EncodedImage, Image.Image | None]  # a page's image and the validator's reference render
-
-
 def _compose_and_encode(
-    img: Image.Image, size: tuple[float, float], geo: PageGeometry, marks: PageMarks, policy: JobPolicy
-) -> Rendered:
-    """Marks burned in and the page encoded; first the page as the pixel proof's render of the input
-    would show it (pixel_proof.reference), so the validator need not render the input again."""
-    before = reference(img, size, policy.dpi)
+    img: Image.Image, geo: PageGeometry, marks: PageMarks, policy: JobPolicy
+) -> EncodedImage:
+    """Marks burned in and the page encoded."""
     if marks:
         composite(img, watermark_layer(geo, marks, img.size, policy.dpi / 72.0))
-    return encode(img, policy.raster_encoding), before
+    return encode(img, policy.raster_encoding)
 
 
-def watermark_raster(
-    data: bytes, opened: OpenedPdf, policy: JobPolicy, references: list[Image.Image | None] | None = None
-) -> bytes:
+def watermark_raster(data: bytes, opened: OpenedPdf, policy: JobPolicy) -> bytes:
     """Preflighted PDF in, image-only watermarked PDF out (encryption re-applied with the same permissions).
-    `references`, when given, receives each input page as the pixel proof would render it (or None), so
-    the validator (validate's `references`) need not render the input a second time.
 
     From _PARALLEL_FROM_PAGES pages the pages are split into ranges across the usable cores, each range
     rendered and encoded in a forked process (pdfium is not thread-safe, a process each is); a range
@@ -208,10 +198,8 @@ def watermark_raster(
             raise RenderCrashed("A raster rendering process ended without an answer.")
         if isinstance(piece, _Raised):
             raise piece.error
-        for (enc, before), geo in zip(piece, opened.geometry[first:stop], strict=True):
+        for enc, geo in zip(piece, opened.geometry[first:stop], strict=True):
             add_image_page(out, enc, geo.display_size)
-            if references is not None:
-                references.append(before)
     return _save_raster(out, opened)
 
 
@@ -245,7 +233,7 @@ class _Raised:
 
 def _encode_range(
     data: bytes, opened: OpenedPdf, policy: JobPolicy, marks: MarkSet, first: int, stop: int
-) -> list[Rendered] | _Raised:
+) -> list[EncodedImage] | _Raised:
     try:
         return _encode_pages(data, opened, policy, marks, range(first, stop))
     except Exception as exc:  # raised again by the caller, in page order
@@ -254,24 +242,24 @@ def _encode_range(
 
 def _encode_pages(
     data: bytes, opened: OpenedPdf, policy: JobPolicy, marks: MarkSet, indices: range
-) -> list[Rendered]:
+) -> list[EncodedImage]:
     try:
         doc = pdfium.PdfDocument(data, password=opened.password or None)
     except pdfium.PdfiumError as exc:
         raise CorruptContent() from exc
     doc.init_forms()
     count = len(opened.geometry)
-    encoded: list[Rendered] = []
-    pending: deque[Future[Rendered]] = deque()
+    encoded: list[EncodedImage] = []
+    pending: deque[Future[EncodedImage]] = deque()
     try:
         with ThreadPoolExecutor(max_workers=2) as pool:
             for index in indices:
                 geo = opened.geometry[index]
-                img, size = _render(doc, index, policy.dpi)
+                img = _render(doc, index, policy.dpi)
                 drawn = marks.on_page(index, count)
                 if drawn:
                     watermark_layer(geo, drawn, img.size, policy.dpi / 72.0)  # pdfium stays on this thread
-                pending.append(pool.submit(_compose_and_encode, img, size, geo, drawn, policy))
+                pending.append(pool.submit(_compose_and_encode, img, geo, drawn, policy))
                 while len(pending) > _IN_FLIGHT or (pending and index == indices[-1]):
                     encoded.append(pending.popleft().result())
     finally:

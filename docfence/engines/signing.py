@@ -18,7 +18,7 @@ from typing import Any
 
 from docfence.core.errors import ConfigError, MalformedPdf, SigningRefused
 from docfence.core.policy import SigningSpec
-from docfence.engines.validate import Check, check
+from docfence.engines.checks import Check, check
 
 SIGNATURE_BOX_PT = (220.0, 54.0)  # a visible signature's box, at the bottom-left of its page
 _MARGIN_PT = 54.0  # as the verification code's default: clear of a footer mark

@@ -8,25 +8,25 @@ Artifact on exactly the selected pages (see page_checks); pixels prove the mark 
 cannot (content that may cover it) plus a sample; a second reader (libqpdf re-reading the bytes, and
 poppler) opens the output.
 Vector, exhaustive: all of that plus render and text-extract every page of both files.
-Raster: page count, visible size, watermark pixels on every page (which side is rendered, decoded or the
-engine's own render: raster_proof), second reader.
+Raster: page count, visible size, watermark pixels on every page (the input rendered, the output decoded
+or rendered: raster_proof), second reader.
 """
 
 from __future__ import annotations
 
 import functools
 import io
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import pikepdf
 import pypdfium2 as pdfium
-from PIL import Image
 
 from docfence.core.errors import ValidationFailed
 from docfence.core.policy import SanitizePolicy, WatermarkSpec
 from docfence.engines import page_checks
 from docfence.engines import page_facts as facts
+from docfence.engines.checks import MAX_DETAILS, Check, check, page_ranges
 from docfence.engines.geometry import PageGeometry, page_geometry
 from docfence.engines.mark_pixels import coverage_mask
 from docfence.engines.marks import MarkSet
@@ -42,31 +42,9 @@ from docfence.engines.raster_proof import RasterSides, page_problem
 from docfence.engines.sanitize_residue import residue_check
 from docfence.engines.second_reader import SecondReader
 
-Check = dict[str, Any]
-_MAX_DETAILS = 10
 _PARALLEL_FROM_PAGES = 200  # below this, forking costs more than it saves
 _PARALLEL_FROM_RENDERS = 8  # pages to render (both files) before splitting them across processes
 _SAMPLE_PAGES = 6  # standard mode: pages rendered as a cross-check of the structural proof
-
-
-def check(name: str, failures: list[str], **details: Any) -> Check:
-    return {"name": name, "ok": not failures, "failures": failures[:_MAX_DETAILS], **details}
-
-
-def page_ranges(indices: list[int] | range) -> str:
-    """0-based page indices as 1-based ranges: [0, 1, 2, 6] -> "1-3,7"."""
-    parts: list[str] = []
-    run: list[int] = []
-    for i in sorted(set(indices)):
-        if run and i == run[-1] + 1:
-            run.append(i)
-            continue
-        if run:
-            parts.append(f"{run[0] + 1}-{run[-1] + 1}" if len(run) > 1 else f"{run[0] + 1}")
-        run = [i]
-    if run:
-        parts.append(f"{run[0] + 1}-{run[-1] + 1}" if len(run) > 1 else f"{run[0] + 1}")
-    return ",".join(parts)
 
 
 def _open(data: bytes, password: str) -> pikepdf.Pdf:
@@ -83,13 +61,11 @@ def validate(
     dpi: int = 150,
     level: str = "standard",
     sanitize: SanitizePolicy | None = None,
-    references: Sequence[Image.Image | None] | None = None,
 ) -> dict[str, Any]:
     """Compare `output` with `source`; returns {"ok", "mode", "level", "pages", "checks", "notes"}.
 
     `level` is the class's validation level: "standard" or "exhaustive" (see the module docstring);
-    `spec` is the job's marks (a lone WatermarkSpec: one mark, its text drawn literally); `references`
-    (raster, standard level): the raster engine's renders of the input pages (see raster_proof)."""
+    `spec` is the job's marks (a lone WatermarkSpec: one mark, its text drawn literally)."""
     marks = MarkSet.coerce(spec)
     pw = password or ""
     src = _open(source, pw)
@@ -108,9 +84,7 @@ def validate(
     # nothing of a kind the sanitiser strips may be left (engines/sanitize*); runs beside the page proof
     residue = (lambda: residue_check(out, sanitize)) if sanitize is not None else None
     try:
-        # the engine's renders stand in for the validator's own only at the standard level
-        usable = mode != "vector" and level != "exhaustive" and len(references or ()) == len(src_pages)
-        out_side = (out_pages, out_geos, references if usable else None)
+        out_side = (out_pages, out_geos)
         checks, notes = _checks(source, output, pw, marks, src_pages, out_side, mode, dpi, level, residue)
     finally:
         second = reader.finish(out_geos)
@@ -140,13 +114,13 @@ def _checks(
     pw: str,
     spec: MarkSet,
     src_pages: list[pikepdf.Dictionary],
-    out: tuple[list[pikepdf.Dictionary], list[PageGeometry], Sequence[Image.Image | None] | None],
+    out: tuple[list[pikepdf.Dictionary], list[PageGeometry]],
     mode: str,
     dpi: int,
     level: str,
     side: Callable[[], Check] | None,
 ) -> tuple[list[Check], list[str]]:
-    out_pages, out_geos, references = out
+    out_pages, out_geos = out
     count = len(src_pages)
     checks: list[Check] = [
         check(
@@ -164,7 +138,7 @@ def _checks(
         checks.append(facts.visible_size_check(src_pages, out_pages))
         pages = range(count)
         sample = frozenset(pages if level == "exhaustive" else sample_pages(geos, selected))
-        raster = RasterSides(out_pages, out_geos, references, sample, dpi)
+        raster = RasterSides(out_pages, out_geos, sample, dpi)
         checks += split_pixel_checks(source, output, pw, selected, mode, spec, geos, pages, dpi, raster)
         checks[-1]["method"] = raster.method()
         checks += [side()] if side else []
@@ -317,7 +291,7 @@ def split_pixel_checks(
         for piece in result or lost:
             into = merged.setdefault(piece["name"], {**piece, "failures": []})
             into["ok"] = into["ok"] and piece["ok"]
-            into["failures"] = (into["failures"] + piece["failures"])[:_MAX_DETAILS]
+            into["failures"] = (into["failures"] + piece["failures"])[:MAX_DETAILS]
     for item in merged.values():
         item["pages"] = page_ranges(pages)
     return list(merged.values())

@@ -18,8 +18,8 @@ import segno
 
 from docfence.core.errors import ConfigError, MalformedPdf
 from docfence.core.policy import VerificationSpec, WatermarkSpec
+from docfence.engines.checks import Check, check, page_ranges
 from docfence.engines.geometry import Matrix, PageGeometry, multiply, page_geometry
-from docfence.engines.validate import Check, check, page_ranges
 from docfence.engines.vector import _own_resources, save
 
 DECODE_DPI = 150  # the resolution a phone camera or a scan gives at least; the decode check uses it

@@ -1,8 +1,9 @@
-"""Planted defects in raster outputs: each must fail validation, with and without the engine's renders of
-the input (`references`) and at the exhaustive level, and each test names the check that must catch it.
-The defects on a page outside the sample guard the shortcuts of engines/raster_proof.py: the output side
-is decoded from the page's image only when structure proves the page shows exactly that image, and the
-engine's renders of the input are cross-checked on the sample."""
+"""Planted defects in raster outputs: each must fail validation at the standard and the exhaustive level,
+and each test names the check that must catch it. The defects on a page outside the sample guard the
+shortcut of engines/raster_proof.py: the output side is decoded from the page's image only when
+structure proves the page shows exactly that image, in exactly the form the engine writes. The input side
+is the validator's own render of every input page, so an engine that renders a page wrongly is caught
+on any page."""
 
 from __future__ import annotations
 
@@ -14,41 +15,50 @@ import pikepdf
 import pytest
 from PIL import Image
 
+from docfence.core.errors import ValidationFailed
 from docfence.core.policy import JobPolicy, Mode, WatermarkSpec
-from docfence.engines import pixel_proof, raster_proof
+from docfence.engines import pixel_proof, raster, raster_proof, watermark_document
 from docfence.engines.marks import MarkSet
 from docfence.engines.preflight import preflight
 from docfence.engines.raster import watermark_raster
 from docfence.engines.validate import validate
-from docfence.samples import pdfs
 
 POLICY = JobPolicy(mode=Mode.RASTER, dpi=72, watermark=WatermarkSpec(text="CONFIDENTIAL", opacity=0.3))
 PAGES = 6
 MIDDLE = 3  # 0-based: neither the first nor the last page, so outside the sample of one-geometry files
-WAYS = ("references", "no_references", "exhaustive")
-Made = tuple[bytes, bytes, list[Image.Image | None], bytes]
+WAYS = ("standard", "exhaustive")
+Made = tuple[bytes, bytes, bytes]
 
 
 @pytest.fixture(scope="module")
 def made() -> Made:
-    """(input, output, the engine's renders of the input, an output marked on page 1 only)."""
-    data = pdfs.many_pages(PAGES)
-    references: list[Image.Image | None] = []
-    output = watermark_raster(data, preflight(data, POLICY), POLICY, references)
+    """(input, output, an output marked on page 1 only)."""
+    data = shapes()
+    output = watermark_raster(data, preflight(data, POLICY), POLICY)
     bare = JobPolicy(mode=Mode.RASTER, dpi=72, watermark=WatermarkSpec(text="CONFIDENTIAL", pages="1"))
     unmarked = watermark_raster(data, preflight(data, bare), bare)
-    return data, output, references, unmarked
+    return data, output, unmarked
 
 
-def _validate(made: Made, output: bytes, way: str,
-              references: list[Image.Image | None] | None = None) -> set[str]:
-    data, _, refs, _ = made
-    report = validate(
-        data, output, MarkSet.of(POLICY), mode="raster", dpi=72,
-        level="exhaustive" if way == "exhaustive" else "standard",
-        references=(references or refs) if way == "references" else None,
-    )
+def _validate(made: Made, output: bytes, way: str, policy: JobPolicy = POLICY) -> set[str]:
+    report = validate(made[0], output, MarkSet.of(policy), mode="raster", dpi=policy.dpi, level=way)
     return {c["name"] for c in report["checks"] if not c["ok"]}
+
+
+def shapes(count: int = PAGES) -> bytes:
+    """`count` pages that differ visibly at the proof's ~110 px: each a large dark block in its own place
+    and colour (many_pages' pages differ only by a page number)."""
+    pdf = pikepdf.new()
+    for n in range(count):
+        x, y = 40 + (n % 2) * 260, 60 + (n % 3) * 240
+        colour = ("0 0 0.6", "0.6 0 0", "0 0.4 0")[n % 3]
+        content = f"{colour} rg {x} {y} 255 230 re f 0 g 40 {750 - n * 100} 515 40 re f\n".encode()
+        page = pikepdf.Dictionary(Type=pikepdf.Name.Page, MediaBox=pikepdf.Array([0, 0, 595, 842]),
+                                  Contents=pdf.make_stream(content))
+        pdf.pages.append(pikepdf.Page(page))
+    buf = io.BytesIO()
+    pdf.save(buf)
+    return buf.getvalue()
 
 
 def _edit(output: bytes, change: Callable[[pikepdf.Pdf, pikepdf.Dictionary], None]) -> bytes:
@@ -70,7 +80,7 @@ def test_sound_output_passes(made: Made, way: str) -> None:
 
 @pytest.mark.parametrize("way", WAYS)
 def test_mark_missing_on_one_page(made: Made, way: str) -> None:
-    bare = pikepdf.open(io.BytesIO(made[3]))
+    bare = pikepdf.open(io.BytesIO(made[2]))
 
     def unmark(pdf: pikepdf.Pdf, page: pikepdf.Dictionary) -> None:
         page.Resources.XObject.DfIm = pdf.copy_foreign(_image(bare.pages[MIDDLE].obj))
@@ -149,21 +159,102 @@ def test_output_truncated(made: Made, way: str) -> None:
     assert _validate(made, cut, way) & {"output_opens", "page_count", "second_reader"}
 
 
-def test_engine_render_of_the_wrong_page_is_caught_on_the_sample(
-    made: Made,
-) -> None:
-    """The engine's renders stand in for the validator's own only where they agree on the sample: an
-    engine that rendered page 2 for page 1, in its image and its reference alike, is caught there."""
-    _, output, refs, _ = made
-    with pikepdf.open(io.BytesIO(output)) as pdf:
-        pdf.pages[0].obj.Resources.XObject.DfIm = pdf.pages[1].obj.Resources.XObject.DfIm
-        buf = io.BytesIO()
-        pdf.save(buf)
-    wrong = [refs[1], *refs[1:]]
-    assert "watermark_rendered" in _validate(made, buf.getvalue(), "references", wrong)
+@pytest.mark.parametrize("way", WAYS)
+def test_jpeg_colour_transform_switched_off(way: str) -> None:
+    """/DecodeParms <</ColorTransform 0>> on a JPEG: pdfium shows the YCbCr samples as RGB (white turns
+    pink); the proof must not decode the JPEG as if the entry were not there."""
+    policy = JobPolicy(mode=Mode.RASTER, dpi=72, raster_encoding="jpeg",
+                       watermark=WatermarkSpec(text="CONFIDENTIAL", opacity=0.3))
+    data = shapes()
+    output = watermark_raster(data, preflight(data, policy), policy)
+
+    def untransform(pdf: pikepdf.Pdf, page: pikepdf.Dictionary) -> None:
+        image = _image(page)
+        assert image.Filter == pikepdf.Name.DCTDecode
+        image.DecodeParms = pikepdf.Dictionary(ColorTransform=0)
+
+    made = (data, output, b"")
+    assert _validate(made, output, way, policy) == set()
+    assert "watermark_rendered" in _validate(made, _edit(output, untransform), way, policy)
 
 
-def test_pdfium_renders_only_the_sample_when_structure_proves_the_rest(
+@pytest.mark.parametrize("encoding", ["png", "auto", "jpeg"])
+def test_decoded_only_in_the_engines_own_form(encoding: str) -> None:
+    """Each image the engine writes decodes (PNG predictors included); the same image with its
+    /DecodeParms changed in any way is left to pdfium."""
+    policy = JobPolicy(mode=Mode.RASTER, dpi=72, raster_encoding=encoding, watermark=POLICY.watermark)
+    data = shapes(2)
+    with pikepdf.open(io.BytesIO(watermark_raster(data, preflight(data, policy), policy))) as pdf:
+        image = _image(pdf.pages[0].obj)
+        assert raster_proof.decode(image) is not None
+        parms = image.get("/DecodeParms")
+        changes = [pikepdf.Dictionary(Predictor=15, Colors=1, BitsPerComponent=8, Columns=1)]
+        if parms is not None:
+            width = int(parms.Columns)
+            changes = [pikepdf.Dictionary({**dict(parms.items()), "/Columns": width + 1}),
+                       pikepdf.Dictionary({**dict(parms.items()), "/Predictor": 12}),
+                       pikepdf.Dictionary({**dict(parms.items()), "/EarlyChange": 0})]
+        for changed in changes:
+            image.DecodeParms = changed
+            assert raster_proof.decode(image) is None, changed
+
+
+def _faulty_render(fault: Callable[[int, Image.Image, Image.Image | None], Image.Image]) -> Any:
+    """raster._render with `fault(index, image, previous page's image)` applied to every page."""
+    real = raster._render
+    previous: dict[str, Image.Image] = {}
+
+    def render(doc: Any, index: int, dpi: int) -> Image.Image:
+        img = fault(index, real(doc, index, dpi), previous.get("img"))
+        previous["img"] = img.copy()
+        return img
+
+    return render
+
+
+@pytest.mark.parametrize("fault", ["blank", "stale"])
+def test_engine_render_fault_outside_the_sample(fault: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine renders page 4 of 6 blank, or shows page 3's bitmap again (not the first or last page:
+    outside the sample): the validator's own render of the input catches it."""
+    data = shapes()
+
+    def faulty(index: int, img: Image.Image, previous: Image.Image | None) -> Image.Image:
+        if index != MIDDLE:
+            return img
+        if fault == "blank":
+            return Image.new("RGB", img.size, "white")
+        assert previous is not None and previous.size == img.size
+        return previous.copy()
+
+    monkeypatch.setattr(raster, "_PARALLEL_FROM_PAGES", 10**6)  # one range, in this process
+    monkeypatch.setattr(raster, "_render", _faulty_render(faulty))
+    with pytest.raises(ValidationFailed) as failed:
+        watermark_document(data, POLICY)
+    report = failed.value.report  # type: ignore[attr-defined]
+    bad = [c for c in report["checks"] if not c["ok"]]
+    assert [c["name"] for c in bad] == ["watermark_rendered"]
+    assert all(f.startswith(f"page {MIDDLE + 1}:") for f in bad[0]["failures"]), bad
+
+
+def test_engine_fault_harness_passes_a_sound_render(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same path with no fault planted validates (so the tests above fail for the fault alone)."""
+    monkeypatch.setattr(raster, "_PARALLEL_FROM_PAGES", 10**6)
+    monkeypatch.setattr(raster, "_render", _faulty_render(lambda index, img, previous: img))
+    assert watermark_document(shapes(), POLICY).validation["ok"]
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_output_showing_the_previous_page(made: Made, way: str) -> None:
+    """Page 4 of the output shows page 3's image (decoded, outside the sample): compared with the
+    validator's own render of input page 4, it is caught."""
+
+    def stale(pdf: pikepdf.Pdf, page: pikepdf.Dictionary) -> None:
+        page.Resources.XObject.DfIm = _image(pdf.pages[MIDDLE - 1].obj)
+
+    assert "watermark_rendered" in _validate(made, _edit(made[1], stale), way)
+
+
+def test_pdfium_renders_the_output_only_on_the_sample_when_structure_proves_the_rest(
     made: Made, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rendered: list[str] = []
@@ -175,5 +266,6 @@ def test_pdfium_renders_only_the_sample_when_structure_proves_the_rest(
             return _real(*args)
 
         monkeypatch.setattr(raster_proof, name, counted)
-    assert _validate(made, made[1], "references") == set()
-    assert sorted(rendered) == ["render", "render", "render_like", "render_like"]  # first and last page
+    assert _validate(made, made[1], "standard") == set()
+    # every input page; the output of the first and the last page only
+    assert sorted(rendered) == ["render"] * PAGES + ["render_like"] * 2

@@ -8,10 +8,10 @@ import io
 import pikepdf
 import pytest
 
+from docfence.engines.checks import page_ranges
 from docfence.engines.content_proof import Same
 from docfence.engines.mark_proof import scan_content
 from docfence.engines.parallel import map_ranges, split
-from docfence.engines.validate import page_ranges
 from docfence.samples import pdfs
 
 
