@@ -29,6 +29,12 @@ FIRST_DELAY_S = 0.25
 MAX_DELAY_S = 4.0
 
 
+# `docfence serve` closes a connection idle for [server].keep_alive_s (5 s by default), as does httpx's
+# own default expiry: a request sent on a reused connection just as the server closes it fails with
+# "connection reset". Idle connections are let go well before the server's default closes them.
+KEEPALIVE_EXPIRY_S = 2.0
+
+
 class DocfenceClient:
     """Talks to one docfence server with one API key. Use as a context manager or call close()."""
 
@@ -40,10 +46,13 @@ class DocfenceClient:
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
         self._sleep, self._clock, self._jitter = sleep, clock, jitter
+        limits = httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY_S)
         self._http = httpx.Client(base_url=self.base_url, transport=transport, timeout=timeout_s,
-                                  headers={"Authorization": f"Bearer {api_key}"}, follow_redirects=False)
+                                  headers={"Authorization": f"Bearer {api_key}"}, follow_redirects=False,
+                                  limits=limits)
         # Never carries credentials: signed URLs are bearer tokens themselves.
-        self._public = httpx.Client(transport=transport, timeout=timeout_s, follow_redirects=False)
+        self._public = httpx.Client(transport=transport, timeout=timeout_s, follow_redirects=False,
+                                    limits=limits)
 
     def close(self) -> None:
         self._http.close()

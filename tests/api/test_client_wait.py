@@ -145,3 +145,18 @@ def test_client_error_classes_have_stable_distinct_codes() -> None:
     assert len(set(codes)) == len(codes)
     for cls in classes:  # core's all_codes() builds every error class without arguments
         assert issubclass(cls, ApiError) and cls().message
+
+
+def test_the_client_lets_idle_connections_go_before_the_server_closes_them() -> None:
+    """A request on a reused connection that the server is closing fails ('connection reset'): the
+    client's idle expiry must stay below the server's default keep-alive, whichever of the two changes."""
+    from docfence.client.http import KEEPALIVE_EXPIRY_S
+    from docfence.config import ServerConfig
+
+    assert 0 < KEEPALIVE_EXPIRY_S <= ServerConfig().keep_alive_s / 2
+    client = DocfenceClient("http://127.0.0.1:9", "key")
+    try:
+        for http in (client._http, client._public):
+            assert http._transport._pool._keepalive_expiry == KEEPALIVE_EXPIRY_S  # type: ignore[attr-defined]
+    finally:
+        client.close()
