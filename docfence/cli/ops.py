@@ -48,6 +48,8 @@ def register(sub: Any) -> None:
     rec.add_argument("--metrics-port", type=int, default=None,
                      help="serve /metrics (lease expirations, reclaims) from this process")
     rec.add_argument("--metrics-addr", default="127.0.0.1", help="address for --metrics-port")
+    rec.add_argument("--no-webhooks", action="store_true",
+                     help="deliver no webhooks from this process (run `docfence webhooks deliver` instead)")
     add_json_flag(rec, always=True)
     rec.set_defaults(func=reconcile)
 
@@ -121,8 +123,12 @@ def reconcile(args: argparse.Namespace) -> int:
         serve_metrics(args.metrics_port, rt.store, addr=args.metrics_addr)
     if args.once:
         print(json.dumps(rec.run_once().__dict__))
-    else:
-        rec.run_forever(threading.Event())
+        return 0
+    stop = threading.Event()
+    if not args.no_webhooks:  # as beside a worker's in-process reconciler: webhooks are maintenance too
+        threading.Thread(target=rt.webhook_dispatcher().run_forever, args=(stop,), name="webhooks",
+                         daemon=True).start()
+    rec.run_forever(stop)
     return 0
 
 

@@ -117,3 +117,34 @@ def test_prune_deletes_finished_events_after_keep_events_s(db: str, tmp_path: Pa
     assert store.webhook_activity(job.id).events == {}
     assert main(["webhooks", "prune"]) == 0
     assert capsys.readouterr().out.strip() == "pruned=0"
+
+
+def test_the_reconcile_process_delivers_webhooks(db: str, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """`docfence reconcile`, a real process: beside its passes it delivers webhooks, as a worker's
+    in-process reconciler does."""
+    import os
+    import subprocess
+    import sys
+
+    from docfence.testing.barriers import HANG_GUARD_S
+    from docfence.testing.procs import wait_for
+
+    receiver = Receiver(secret="")
+    with receiving(receiver) as url:
+        assert main(["webhooks", "create", "--tenant", "acme", "--url", url, "--events", "job.failed"]) == 0
+        receiver.secret = capsys.readouterr().out.strip().splitlines()[-1]
+        store = open_store(db)
+        job, _ = store.submit(NewJob(tenant="acme", policy=JobPolicy()))
+        store.claim("w1")
+        store.fail(job.id, 1, "w1", "pdf_malformed", "broken", retryable=False)
+        with (tmp_path / "reconcile.log").open("wb") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "docfence.cli", "reconcile"],
+                                    env=os.environ.copy(), stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_for(lambda: receiver.payloads, HANG_GUARD_S, "the reconcile process to deliver")
+        finally:
+            proc.terminate()
+            proc.wait(HANG_GUARD_S)
+    (payload,) = receiver.payloads.values()
+    assert payload["type"] == "job.failed" and payload["data"]["job_id"] == job.id
