@@ -45,7 +45,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 
 class DocfenceError(Exception):
@@ -245,6 +245,10 @@ class ValidationFailed(DocumentError):
     """The output failed its fidelity validation and was not published."""
 
     code = "validation_failed"
+
+    def __init__(self, message: str | None = None, *, report: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.report = report  # the validation report: which check failed on which pages
 
 
 class SigningRefused(DocumentError):

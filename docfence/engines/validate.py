@@ -29,7 +29,7 @@ from docfence.engines import page_facts as facts
 from docfence.engines.checks import MAX_DETAILS, Check, check, page_ranges
 from docfence.engines.geometry import PageGeometry, page_geometry
 from docfence.engines.mark_pixels import coverage_mask
-from docfence.engines.marks import MarkSet
+from docfence.engines.marks import MarkSet, PageMark
 from docfence.engines.parallel import run_parallel, split, usable_cores
 from docfence.engines.pixel_proof import (
     RENDER_PX,
@@ -212,7 +212,7 @@ def mark_visible_alone(geos: list[PageGeometry], selected: list[bool], spec: Mar
     the CropBox), or the layout put it where no reader shows it."""
     failures: list[str] = []
     count = len(geos)
-    groups: dict[tuple[object, ...], tuple[PageGeometry, object, list[int]]] = {}
+    groups: dict[tuple[object, ...], tuple[PageGeometry, PageMark, list[int]]] = {}
     for i, geo in enumerate(geos):
         if not selected[i]:
             continue
@@ -224,7 +224,7 @@ def mark_visible_alone(geos: list[PageGeometry], selected: list[bool], spec: Mar
         scale = RENDER_PX * 2 / max(width, height, 1.0)
         size = (max(1, round(width * scale)), max(1, round(height * scale)))
         if coverage_mask(geo, (mark,), size).point(lambda v: 255 if v > 128 else 0).getbbox() is None:
-            failures.append(f"pages {page_ranges(pages)}: mark {mark.index + 1} leaves no ink "  # type: ignore[attr-defined]
+            failures.append(f"pages {page_ranges(pages)}: mark {mark.index + 1} leaves no ink "
                             "inside the visible box")
     return check(
         "watermark_in_visible_box",
@@ -373,9 +373,7 @@ def require_valid(report: dict[str, Any]) -> None:
     if report["ok"]:
         return
     failed = ", ".join(c["name"] for c in report["checks"] if not c["ok"])
-    error = ValidationFailed(f"The output failed its fidelity validation ({failed}).")
-    error.report = report  # type: ignore[attr-defined]
-    raise error
+    raise ValidationFailed(f"The output failed its fidelity validation ({failed}).", report=report)
 
 
 __all__ = ["require_valid", "validate"]

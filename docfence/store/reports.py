@@ -55,8 +55,8 @@ def _json_or_none(value: dict[str, Any] | None) -> str | None:
     return None if value is None else json.dumps(value, sort_keys=True)
 
 
-def _fields(cls: type, row: Row) -> dict[str, Any]:
-    return {name: row[name] for name in cls.__dataclass_fields__}  # type: ignore[attr-defined]
+def _fields(cls: type[Any], row: Row) -> dict[str, Any]:
+    return {name: row[name] for name in cls.__dataclass_fields__}
 
 
 class ReportQueries(SqlBase):

@@ -33,8 +33,8 @@ def _endpoint(row: Row) -> WebhookEndpoint:
     return WebhookEndpoint(**values)
 
 
-def _pick(cls: type, row: Row) -> Any:
-    return cls(**{name: row[name] for name in cls.__dataclass_fields__})  # type: ignore[attr-defined]
+def _pick(cls: type[Any], row: Row) -> Any:
+    return cls(**{name: row[name] for name in cls.__dataclass_fields__})
 
 
 class WebhookQueries(SqlBase):
