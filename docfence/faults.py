@@ -2,6 +2,7 @@
 
 DOCFENCE_FAULTS="point=action[,point=action...]" with points:
   after_claim, after_staging_upload, before_commit, heartbeat, storage_write, render,
+  confine (a render process, as it confines itself; `fail` there is a confinement the kernel refused),
   sign (in the signing process, before it signs), webhook_sent (a webhook request was answered; its
   outcome is not recorded yet), after_input_upload (a submission's input and sealed password are
   stored; its job row is not committed yet)
@@ -30,6 +31,7 @@ from docfence.core.clock import monotonic
 
 WAIT_GUARD_S = 600.0
 POINTS = ("after_claim", "after_staging_upload", "before_commit", "heartbeat", "storage_write", "render",
+          "confine",
           "sign", "webhook_sent", "after_input_upload")
 
 

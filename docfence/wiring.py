@@ -9,11 +9,13 @@ import signal
 import socket
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 from docfence.blobs.regions import RegionRouter
 from docfence.config import Settings
 from docfence.maintenance.reconciler import ReconcileConfig, Reconciler
 from docfence.maintenance.webhooks import WebhookDispatcher
+from docfence.sandbox.confine import readable_by_render
 from docfence.store import open_store
 from docfence.store.base import Store
 from docfence.worker.runner import Counters, Worker
@@ -52,6 +54,7 @@ def run_worker(rt: Runtime, *, until_idle: bool = False, max_jobs: int | None = 
                install_signals: bool = True) -> Counters:
     """Run one worker (and, by default, a reconciler thread) until SIGTERM/SIGINT or idle."""
     worker = Worker(rt.settings, rt.store, rt.regions)
+    warn_if_data_readable_by_render(rt.settings)
     stop_reconciler = threading.Event()
     threads = []
     if rt.settings.worker.reconcile_in_process:
@@ -74,3 +77,18 @@ def run_worker(rt: Runtime, *, until_idle: bool = False, max_jobs: int | None = 
         stop_reconciler.set()
         for thread in threads:
             thread.join(timeout=5)
+
+
+def warn_if_data_readable_by_render(settings: Settings) -> None:
+    """Render processes may read the system's code and library folders (sandbox/confine.py): say so
+    loudly when the database, the blob folders or the data folder (password.key) lie inside one."""
+    places = [settings.data_folder()]
+    if settings.database_url.startswith("sqlite:///"):
+        places.append(Path(settings.database_url[len("sqlite:///"):]))
+    places += [Path(url[len("file:"):].removeprefix("//")) for url in settings.region_urls().values()
+               if url.startswith("file:")]
+    for place in filter(None, places):
+        if readable_by_render(place):
+            log.warning("%s lies inside a folder render processes may read (docs/security.md): a document "
+                        "that took one over could read it; move the data out of /usr and the Python "
+                        "installation", place)

@@ -12,6 +12,7 @@ pieces inherit all of it; files opened before the fork (the warm fonts) stay rea
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -29,9 +30,12 @@ try:  # a ctypes binding of libseccomp (Debian's libseccomp2): loaded here, in t
 except (ImportError, OSError, RuntimeError):  # no libseccomp on this machine
     pyseccomp = None
 
-# Read-only roots: code, shared libraries, fonts and their caches. /etc only in named parts, /opt and
-# home folders not at all: they may hold a deployment's configuration and keys.
-SYSTEM_READ = ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/var/cache/fontconfig",
+# Read-only roots: code, shared libraries, fonts and their caches. /usr only in those parts (an app is
+# often deployed in /usr/src/app, its data folder beside it), /etc only in named parts, /opt and home
+# folders not at all: they may hold a deployment's configuration, keys and data.
+SYSTEM_READ = ("/usr/bin", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libexec", "/usr/share",
+               "/usr/local/bin", "/usr/local/lib", "/usr/local/share", "/lib", "/lib32", "/lib64", "/bin",
+               "/sbin", "/var/cache/fontconfig",
                "/etc/fonts", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
                "/etc/mime.types", "/etc/alternatives", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf",
                "/etc/poppler", "/proc", "/sys/devices/system/cpu")
@@ -80,6 +84,9 @@ def available() -> dict[str, Any]:
 def confine(plan: Confinement) -> dict[str, Any]:
     """Restrict this process (and its future children) to `plan`; returns what was applied, as
     `available()` says it. Raises ConfinementFailed when something available could not be applied."""
+    from docfence.faults import fault_point  # the test hook: inert unless DOCFENCE_FAULTS is set
+
+    fault_point("confine", error=lambda: ConfinementFailed("injected"))
     can = available()
     if can["landlock"]:
         try:
@@ -89,7 +96,7 @@ def confine(plan: Confinement) -> dict[str, Any]:
     if can["sockets"]:
         try:
             _deny_sockets()
-        except OSError as exc:
+        except Exception as exc:  # pyseccomp raises OSError, and ValueError for a name it lacks
             raise ConfinementFailed(f"seccomp: {type(exc).__name__}") from exc
     return can
 
@@ -132,3 +139,14 @@ def _kind(path: str) -> str:
         return "dir" if stat.S_ISDIR(os.stat(path).st_mode) else "file"
     except OSError:
         return ""
+
+
+def readable_by_render(path: str | os.PathLike[str]) -> bool:
+    """Whether a render process could read `path` (it lies under one of its read roots): the worker
+    warns when the database, the blob folder or the configuration does."""
+    target = Path(path).resolve()
+    for root in (*SYSTEM_READ, *python_roots()):
+        with contextlib.suppress(OSError, ValueError):
+            if target.is_relative_to(Path(root).resolve()):
+                return True
+    return False

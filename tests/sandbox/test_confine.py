@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import sys
+import sysconfig
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,10 +20,11 @@ import pytest
 from docfence.core.policy import JobPolicy
 from docfence.samples import pdfs
 from docfence.sandbox import Sandbox, Task
-from docfence.sandbox.confine import Confinement, available, confine
+from docfence.sandbox.confine import Confinement, available, confine, readable_by_render
 from docfence.sandbox.zygote import private_tmp
 from docfence.testing.barriers import HANG_GUARD_S
 from docfence.testing.procs import wait_for
+from docfence.testing.proctree import render_processes
 
 FULL = available()["landlock"] >= 6 and available()["sockets"]
 
@@ -122,6 +126,66 @@ def test_a_confined_process_reaches_only_what_its_task_needs(tmp_path: Path, lis
     }
     assert (job / "output.pdf").read_bytes() == b"%PDF-1.7 out"
     assert not (job / "extra.pdf").exists() and database.read_bytes() == b"SQLite format 3"
+
+
+@pytest.mark.skipif(not FULL, reason="needs Landlock ABI 6 (Linux 6.12+) and libseccomp")
+def test_a_running_render_process_is_under_seccomp_and_no_new_privileges(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen from outside, while the task runs (stalled at its `render` fault point): the kernel reports
+    the render process's seccomp filter and no_new_privs, which Landlock requires."""
+    monkeypatch.setenv("DOCFENCE_FAULTS", "render=sleep:3600")
+    monkeypatch.setenv("DOCFENCE_FAULTS_DIR", str(tmp_path))
+    source = tmp_path / "in.pdf"
+    source.write_bytes(pdfs.links())
+    with Sandbox() as sandbox:
+        sandbox.start()
+        done: list[object] = []
+        thread = threading.Thread(target=lambda: done.append(
+            sandbox.run(Task("watermark", source, tmp_path / "out.pdf", JobPolicy()))))
+        thread.start()
+        (pid,) = wait_for(lambda: render_processes(sandbox.zygote_pid or 0), HANG_GUARD_S, "a render process")
+        status = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                      if ":\t" in line)
+        assert status["Seccomp"].strip() == "2" and int(status["Seccomp_filters"]) >= 1
+        assert status["NoNewPrivs"].strip() == "1"
+        os.kill(pid, signal.SIGKILL)
+        thread.join(HANG_GUARD_S)
+
+
+def test_a_process_that_cannot_confine_itself_never_runs_its_task(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel refusing the confinement (injected at the `confine` fault point) fails the task as a
+    retryable crash before it reads its document: nothing is written to its output."""
+    monkeypatch.setenv("DOCFENCE_FAULTS", "confine=fail")
+    monkeypatch.setenv("DOCFENCE_FAULTS_DIR", str(tmp_path))
+    source = tmp_path / "in.pdf"
+    source.write_bytes(pdfs.links())
+    with Sandbox() as sandbox:
+        sandbox.start()
+        outcome = sandbox.run(Task("watermark", source, tmp_path / "out.pdf", JobPolicy()))
+    assert (outcome.ok, outcome.error_code, outcome.retryable) == (False, "render_crashed", True)
+    assert "could not confine itself" in (outcome.error_message or "")
+    assert (tmp_path / "out.pdf").read_bytes() == b""
+
+
+def test_the_worker_warns_when_its_data_lies_where_render_processes_may_read(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from docfence.config import Settings
+    from docfence.wiring import warn_if_data_readable_by_render
+
+    assert readable_by_render("/usr/src/app/.venv/lib") is False  # a usual app folder is not exposed
+    assert readable_by_render("/usr/share/fonts") and readable_by_render(sysconfig.get_paths()["purelib"])
+    exposed = f"{sysconfig.get_paths()['purelib']}/docfence-data"
+    warn_if_data_readable_by_render(Settings(database_url=f"sqlite:///{exposed}/docfence.db",
+                                             storage_url=f"file://{exposed}/objects"))
+    warned = [r.getMessage() for r in caplog.records if "render processes may read" in r.getMessage()]
+    assert len(warned) == 3 and all(exposed in w for w in warned)  # data folder, database, blobs
+    caplog.clear()
+    warn_if_data_readable_by_render(Settings(database_url="sqlite:////srv/docfence/docfence.db",
+                                             storage_url="file:///srv/docfence/objects"))
+    assert not [r for r in caplog.records if "render processes may read" in r.getMessage()]
 
 
 def test_every_render_process_of_a_sandbox_runs_confined_and_the_job_still_succeeds(tmp_path: Path) -> None:
