@@ -162,9 +162,9 @@ def _signer_class() -> type:
     return _LoadedKeySigner
 
 
-def warm_up() -> None:
-    """Sign and prove a generated one-page PDF with a throwaway self-signed key (RSA 2048, made here and
-    dropped): the lazy imports and first-call set-up of pyHanko, asn1crypto and the certificate
+def warm_up(sample: bytes) -> None:
+    """Sign and prove `sample` (a generated one-page PDF) with a throwaway self-signed key (RSA 2048,
+    made here and dropped): the lazy imports and first-call set-up of pyHanko, asn1crypto and the certificate
     validator then happen once in the warm zygote, not in every signing process (~45 ms each)."""
     from datetime import timedelta
 
@@ -175,8 +175,6 @@ def warm_up() -> None:
 
     from docfence.core.clock import SystemClock
     from docfence.core.policy import SigningSpec
-    from docfence.samples.pdfs import many_pages
-
     now = SystemClock().now()
     private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "docfence warm-up")])
@@ -188,7 +186,7 @@ def warm_up() -> None:
     key = SigningKey(pkcs8, cert.public_bytes(der)).with_signed_attrs()
     for visible in (False, True):
         spec = SigningSpec(visible=visible)
-        prove(sign(many_pages(1), spec, key), spec, key)
+        prove(sign(sample, spec, key), spec, key)
 
 
 def load_key(path: str, password: str) -> SigningKey:

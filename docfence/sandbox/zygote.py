@@ -311,10 +311,11 @@ def _warm_sign() -> None:
     """The sign zygote's warm-up: pyHanko's imports and first-call set-up with a throwaway key."""
     from docfence import faults  # noqa: F401
     from docfence.engines.signing import warm_up
+    from docfence.samples.pdfs import many_pages
     from docfence.sandbox import work  # noqa: F401
 
     with contextlib.suppress(Exception):  # only a cache: a broken signer fails in its own task
-        warm_up()
+        warm_up(many_pages(1))
     _freeze()
 
 

@@ -16,7 +16,7 @@ FLOORS = {
     "core": 0,
     "config": 1, "faults": 1,
     # report rendering and sample PDFs import only core (and their libraries): the watermark engines
-    # reuse the report's asset-only URL fetcher, and warm-ups in engines and the sandbox draw samples
+    # reuse the report's asset-only URL fetcher; samples are drawn by the sandbox's warm-ups and the demo
     "engines.report": 1, "samples": 1,
     # bytes, rows and counters: each knows nothing of jobs' workflow
     "store": 2, "blobs": 2, "engines": 2, "providers": 2, "storage_keys": 2, "logs": 2,
