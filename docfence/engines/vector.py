@@ -202,13 +202,16 @@ _TRAILER_KEYS = frozenset({"/Root", "/Info", "/ID", "/Encrypt", "/Size"})
 def save(pdf: pikepdf.Pdf, encrypted: bool) -> bytes:
     """Serialise without linearization, keeping the input's encryption and permissions when it had any.
 
-    Private trailer keys are dropped: nothing a reader uses hangs off them, and they may carry junk."""
+    Private trailer keys are dropped: nothing a reader uses hangs off them, and they may carry junk.
+    The same input gives the same bytes: the /ID qpdf writes comes from the content, not the clock (an
+    encrypted file keeps its own /ID, which its key depends on)."""
     for key in list(pdf.trailer.keys()):
         if key not in _TRAILER_KEYS:
             del pdf.trailer[key]
     out = io.BytesIO()
     try:
-        pdf.save(out, encryption=True if encrypted else None, linearize=False, preserve_pdfa=False)
+        pdf.save(out, encryption=True if encrypted else None, linearize=False, preserve_pdfa=False,
+                 deterministic_id=not encrypted)
     except pikepdf.PdfError as exc:
         raise MalformedPdf("The PDF could not be written back safely.") from exc
     return out.getvalue()
