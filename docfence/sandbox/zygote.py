@@ -310,6 +310,7 @@ def _import_issue_stages() -> None:
 def _warm_sign() -> None:
     """The sign zygote's warm-up: pyHanko's imports and first-call set-up with a throwaway key."""
     from docfence import faults  # noqa: F401
+    from docfence.engines import issue  # noqa: F401  (the sign task's entry point: ~110 ms a task else)
     from docfence.engines.signing import warm_up
     from docfence.samples.pdfs import many_pages
     from docfence.sandbox import work  # noqa: F401
