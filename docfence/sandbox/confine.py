@@ -55,7 +55,7 @@ class Confinement:
     read_files: Sequence[str]  # its input
     write_files: Sequence[str]  # its output and answer (created before confinement)
     private_dirs: Sequence[str] = ()  # its temporary folder (and the test hook's folder, when set)
-    read_roots: Sequence[str] = field(default_factory=lambda: (*SYSTEM_READ, *python_roots()))
+    read_roots: Sequence[str] = field(default_factory=lambda: READ_ROOTS)
 
 
 def python_roots() -> tuple[str, ...]:
@@ -70,6 +70,9 @@ def python_roots() -> tuple[str, ...]:
     if home:
         roots.add(os.path.join(home, ".cache", "fontconfig"))
     return tuple(sorted(roots))
+
+
+READ_ROOTS = (*SYSTEM_READ, *python_roots())  # once, in the zygote: every render process inherits it
 
 
 def available() -> dict[str, Any]:
@@ -145,7 +148,7 @@ def readable_by_render(path: str | os.PathLike[str]) -> bool:
     """Whether a render process could read `path` (it lies under one of its read roots): the worker
     warns when the database, the blob folder or the configuration does."""
     target = Path(path).resolve()
-    for root in (*SYSTEM_READ, *python_roots()):
+    for root in READ_ROOTS:
         with contextlib.suppress(OSError, ValueError):
             if target.is_relative_to(Path(root).resolve()):
                 return True
