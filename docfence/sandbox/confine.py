@@ -72,7 +72,8 @@ def python_roots() -> tuple[str, ...]:
     return tuple(sorted(roots))
 
 
-READ_ROOTS = (*SYSTEM_READ, *python_roots())  # once, in the zygote: every render process inherits it
+# once, in the zygote: every render process inherits it
+READ_ROOTS: tuple[str, ...] = (*SYSTEM_READ, *python_roots())
 
 
 def available() -> dict[str, Any]:
