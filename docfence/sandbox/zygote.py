@@ -31,7 +31,7 @@ from typing import Any
 
 from docfence.core.policy import Mode
 from docfence.sandbox import protocol
-from docfence.sandbox.confine import Confinement, ConfinementFailed, confine
+from docfence.sandbox.confine import Confinement, ConfinementFailed, confine, prepare
 
 _TMP_BASE = tempfile.gettempdir()  # the zygote's, before a child points TMPDIR at its own folder
 
@@ -325,6 +325,7 @@ def _import_reports() -> None:
 
 
 def _freeze() -> None:
+    prepare()  # what every confinement repeats, done once before the forks
     gc.collect()
     gc.freeze()  # the warm heap is shared copy-on-write; the children's collections skip it
 
