@@ -255,3 +255,28 @@ def test_only_a_sign_task_may_carry_the_key(key: signing.SigningKey, tmp_path: P
     secret = key.to_request()["key"]
     assert secret not in repr(Task("sign", tmp_path / "in.pdf", tmp_path / "out.pdf", JobPolicy(),
                                    signing=key.to_request()))
+
+
+def test_the_signing_output_buffer_keeps_exactly_what_was_written() -> None:
+    # pyHanko writes from 0, goes back to fill the byte range and the signature, and may outgrow the
+    # room allocated up front: the bytes are everything up to the furthest position written
+    out = signing._Output(16)
+    out.write(b"%PDF-1.7 head ")
+    out.write(b"and a tail longer than the room")
+    end = out.tell()
+    out.seek(4)
+    out.write(b"!")
+    assert out.written() == b"%PDF!1.7 head and a tail longer than the room"[:end]
+    small = signing._Output(1024)
+    small.write(b"%PDF-")
+    assert small.written() == b"%PDF-"
+
+
+def test_a_long_page_tree_reads_as_pyhanko_reads_it(key: signing.SigningKey) -> None:
+    # the /Kids of 600 pages, matched whole by one expression: every reference, none given back
+    data = engines.watermark_document(pdfs.many_pages(600), JobPolicy()).output
+    signed = signing.sign(data, SigningSpec(visible=True, page="last"), key)
+    assert all(c["ok"] for c in signing.prove(signed, SigningSpec(visible=True, page="last"), key,
+                                              validated=data))
+    with pikepdf.open(io.BytesIO(signed)) as pdf:
+        assert len(pdf.pages) == 600 and "/Annots" in pdf.pages[-1]
