@@ -4,9 +4,11 @@ document: what a hostile file that took over pdfium could reach.
 Landlock: it may read and execute the interpreter, its libraries, the fonts and a few system files;
 read its own input; write its own output, its answer and a private temporary folder. It cannot open
 another file (the SQLite database, other jobs' staging or artifacts, the configuration and its keys,
-the working folder), bind or connect a TCP socket, reach an abstract Unix socket, or signal a process
-outside itself. seccomp: it cannot create a socket at all (UDP, a pathname Unix socket such as
-PostgreSQL's, netlink) nor an io_uring that could. Its subprocesses (the second reader) and forked
+the working folder), read another process's /proc entry (the worker's environment holds its database
+URL and credentials; Landlock's own ptrace rule does not cover /proc/PID/environ), bind or connect
+a TCP socket, reach an abstract Unix socket, or signal a process outside itself. seccomp: it cannot
+create a socket at all (UDP, a pathname Unix socket such as PostgreSQL's, netlink) nor an io_uring
+that could. Its subprocesses (the second reader) and forked
 pieces inherit all of it; files opened before the fork (the warm fonts) stay readable.
 """
 
@@ -40,7 +42,7 @@ SYSTEM_READ = ("/usr/bin", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libexec
                "/sbin", "/var/cache/fontconfig",
                "/etc/fonts", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
                "/etc/mime.types", "/etc/alternatives", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf",
-               "/etc/poppler", "/proc", "/sys/devices/system/cpu")
+               "/etc/poppler", "/sys/devices/system/cpu")
 DEVICES_READ = ("/dev/urandom", "/dev/random", "/dev/zero")
 DEVICES_WRITE = ("/dev/null",)
 DENIED_SYSCALLS = ("socket", "io_uring_setup")  # socketpair() stays: it connects to nothing
@@ -132,13 +134,16 @@ _EVERYTHING = functools.reduce(lambda a, b: a | b, AccessFs, AccessFs(0))
 
 
 def _landlock(plan: Confinement) -> Landlock:
+    own = (f"/proc/{os.getpid()}",)  # its own /proc entry only: another process's environment (the
+    # worker's database URL and credentials), memory map and command line stay out of reach
     shared, built_by = _shared_rules(tuple(plan.read_roots))
     # A forked render process owns its copy of the zygote's memory, so it adds its files to the shared
     # rules in place (the zygote's stay as they were; copying them cost ~1.5 ms of copy-on-write per
     # task). The process that built them copies them first, so its next plan starts clean. Applied
     # rules refuse a second apply, so a process is never confined twice with mixed rules.
     rules = copy.deepcopy(shared) if os.getpid() == built_by else shared
-    _add_rules(rules, ((plan.read_files, AccessFs(0), AccessFs.READ_FILE),
+    _add_rules(rules, ((own, AccessFs.READ_FILE | AccessFs.READ_DIR, AccessFs(0)),
+                       (plan.read_files, AccessFs(0), AccessFs.READ_FILE),
                        (plan.write_files, AccessFs(0), _WRITE),
                        (plan.private_dirs, _EVERYTHING, _WRITE)))
     # no TCP port rule: every bind and connect is refused; no scope allowed: signals and abstract Unix

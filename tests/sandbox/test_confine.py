@@ -95,6 +95,7 @@ def test_a_confined_process_reaches_only_what_its_task_needs(tmp_path: Path, lis
     other_job.mkdir()
     (other_job / "input.pdf").write_bytes(b"%PDF-1.7 another tenant")
     parent = os.getpid()
+    held = os.open(database, os.O_RDONLY)  # a descriptor the parent holds: reachable through /proc?
     plan = Confinement(read_files=(str(job / "input.pdf"),), write_files=(str(job / "output.pdf"),),
                        private_dirs=(str(private),))
     seen = _confined_child(plan, {
@@ -113,7 +114,11 @@ def test_a_confined_process_reaches_only_what_its_task_needs(tmp_path: Path, lis
         "connect to a Unix socket": lambda: socket.socket(socket.AF_UNIX).connect(str(unix)),
         "read from the working folder": lambda: Path("docfence-data/docfence.db").read_bytes(),
         "signal the parent": lambda: os.kill(parent, 0),
+        "read the parent's environment": lambda: Path(f"/proc/{parent}/environ").read_bytes(),
+        "open the parent's database descriptor": lambda: Path(f"/proc/{parent}/fd/{held}").read_bytes(),
+        "read the parent's memory": lambda: Path(f"/proc/{parent}/mem").open("rb").close(),
     })
+    os.close(held)
     server.close()
     assert int(seen.pop("abi")) >= 6 and seen.pop("sockets") == "True"
     assert seen == {
@@ -122,7 +127,8 @@ def test_a_confined_process_reaches_only_what_its_task_needs(tmp_path: Path, lis
         "write beside the output": "refused", "overwrite the input": "refused",
         "list the job folder": "refused", "connect over TCP": "refused", "signal the parent": "refused",
         "send over UDP": "refused", "connect to a Unix socket": "refused",
-        "read from the working folder": "refused",
+        "read from the working folder": "refused", "read the parent's environment": "refused",
+        "open the parent's database descriptor": "refused", "read the parent's memory": "refused",
     }
     assert (job / "output.pdf").read_bytes() == b"%PDF-1.7 out"
     assert not (job / "extra.pdf").exists() and database.read_bytes() == b"SQLite format 3"
