@@ -75,8 +75,7 @@ def take_secrets(fd: int | None) -> dict[str, Any]:
 def die_with_parent(expected_parent: int) -> None:
     """SIGKILL this process when its parent dies (Linux prctl); exit now if the parent is already gone
     (the death happened between fork/exec and this call)."""
-    libc = _libc()
-    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+    if libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
     if os.getppid() != expected_parent:
         os._exit(70)
@@ -84,11 +83,11 @@ def die_with_parent(expected_parent: int) -> None:
 
 def set_process_name(name: str) -> None:
     """Name this process for operators (`ps -o comm`) and tests (/proc/PID/comm); at most 15 bytes."""
-    _libc().prctl(_PR_SET_NAME, ctypes.c_char_p(name.encode("ascii")[:15]), 0, 0, 0)
+    libc().prctl(_PR_SET_NAME, ctypes.c_char_p(name.encode("ascii")[:15]), 0, 0, 0)
 
 
 @functools.cache
-def _libc() -> ctypes.CDLL:
+def libc() -> ctypes.CDLL:
     """The C library, loaded once: the zygote loads it, so its render processes inherit the handle
     instead of resolving it again in every job."""
     return ctypes.CDLL(None, use_errno=True)
