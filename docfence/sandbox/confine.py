@@ -5,10 +5,10 @@ Landlock: it may read and execute the interpreter, its libraries, the fonts and 
 read its own input; write its own output, its answer and a private temporary folder. It cannot open
 another file (the SQLite database, other jobs' staging or artifacts, the configuration and its keys,
 the working folder), read another process's /proc entry (the worker's environment holds its database
-URL and credentials; Landlock's own ptrace rule does not cover /proc/PID/environ), bind or connect
-a TCP socket, reach an abstract Unix socket, or signal a process outside itself. seccomp: it cannot
-create a socket at all (UDP, a pathname Unix socket such as PostgreSQL's, netlink) nor an io_uring
-that could. Its subprocesses (the second reader) and forked
+URL and credentials; Landlock's own ptrace rule does not cover /proc/PID/environ; its descendants cannot
+read their own either), bind or connect a TCP socket, reach an abstract Unix socket, or signal a process
+outside itself. seccomp: it cannot create a socket at all (UDP, a pathname Unix socket such as
+PostgreSQL's, netlink) nor an io_uring that could. Its subprocesses (the second reader) and forked
 pieces inherit all of it; files opened before the fork (the warm fonts) stay readable.
 """
 
@@ -99,13 +99,17 @@ def _available() -> dict[str, Any]:
 def prepare() -> None:
     """Do in a zygote, before it forks, what every confinement repeats: ask the kernel what it offers,
     resolve the shared read rules and compile the socket filter. A render process then only adds its
-    own files (its setup went from ~10 ms of CPU to ~2). Called again after a later warm-up step, so
-    a folder created meanwhile (a font cache) is seen."""
-    _available()
+    own files (setup ~10 -> ~4 ms of CPU). Called again after a later warm-up step, so a folder created
+    meanwhile (a font cache) is seen. Never raises: what fails here is built again, and fails, in the
+    render process's own confine(), which then refuses to run its task."""
+    can = _available()
     _shared_rules.cache_clear()
-    _shared_rules(READ_ROOTS)
-    if pyseccomp is not None:
-        _socket_filter()
+    with contextlib.suppress(Exception):
+        if can["landlock"]:
+            _shared_rules(READ_ROOTS)
+    with contextlib.suppress(Exception):
+        if can["sockets"]:
+            _socket_filter()
 
 
 def confine(plan: Confinement) -> dict[str, Any]:
@@ -117,7 +121,7 @@ def confine(plan: Confinement) -> dict[str, Any]:
     can = available()
     if can["landlock"]:
         try:
-            _landlock(plan).apply()
+            _apply_landlock(plan)
         except (LandlockError, OSError) as exc:
             raise ConfinementFailed(f"Landlock: {type(exc).__name__}") from exc
     if can["sockets"]:
@@ -133,15 +137,30 @@ _WRITE = AccessFs.READ_FILE | AccessFs.WRITE_FILE | AccessFs.TRUNCATE
 _EVERYTHING = functools.reduce(lambda a, b: a | b, AccessFs, AccessFs(0))
 
 
+def _apply_landlock(plan: Confinement) -> None:
+    try:
+        _landlock(plan).apply()
+    except (FileNotFoundError, NotADirectoryError):
+        # a path resolved when the shared rules were built is gone (a font cache removed, a time zone
+        # link changed): resolve them again, here, once
+        _shared_rules.cache_clear()
+        _landlock(plan).apply()
+
+
 def _landlock(plan: Confinement) -> Landlock:
     own = (f"/proc/{os.getpid()}",)  # its own /proc entry only: another process's environment (the
     # worker's database URL and credentials), memory map and command line stay out of reach
     shared, built_by = _shared_rules(tuple(plan.read_roots))
     # A forked render process owns its copy of the zygote's memory, so it adds its files to the shared
     # rules in place (the zygote's stay as they were; copying them cost ~1.5 ms of copy-on-write per
-    # task). The process that built them copies them first, so its next plan starts clean. Applied
-    # rules refuse a second apply, so a process is never confined twice with mixed rules.
-    rules = copy.deepcopy(shared) if os.getpid() == built_by else shared
+    # task). The process that built them copies them first, so its next plan starts clean; a process
+    # that takes them forgets them, so a second plan of its own (or of a descendant) starts from fresh
+    # rules, never from these.
+    if os.getpid() == built_by:
+        rules = copy.deepcopy(shared)
+    else:
+        rules = shared
+        _shared_rules.cache_clear()
     _add_rules(rules, ((own, AccessFs.READ_FILE | AccessFs.READ_DIR, AccessFs(0)),
                        (plan.read_files, AccessFs(0), AccessFs.READ_FILE),
                        (plan.write_files, AccessFs(0), _WRITE),

@@ -329,7 +329,8 @@ def _freeze() -> None:
     prepare()  # what every confinement repeats, done once before the forks
     gc.collect()
     gc.freeze()  # the warm heap is shared copy-on-write; the children's collections skip it
-    collapse_anonymous_memory()  # and each fork copies ~40 page-table entries for it, not ~19,000
+    with contextlib.suppress(OSError, ValueError):  # only an optimisation: a fork works either way
+        collapse_anonymous_memory()  # each fork copies ~40 page-table entries for the heap, not ~19,000
 
 
 WARM_LATER: tuple[Callable[[], None], ...] = (

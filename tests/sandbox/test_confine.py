@@ -15,12 +15,14 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import py_landlock.landlock
 import pytest
+from py_landlock.errors import LandlockDisabledError
 
 from docfence.core.policy import JobPolicy
 from docfence.samples import pdfs
 from docfence.sandbox import Sandbox, Task
-from docfence.sandbox.confine import Confinement, available, confine, readable_by_render
+from docfence.sandbox.confine import Confinement, _landlock, available, confine, prepare, readable_by_render
 from docfence.sandbox.zygote import private_tmp
 from docfence.testing.barriers import HANG_GUARD_S
 from docfence.testing.procs import wait_for
@@ -115,6 +117,9 @@ def test_a_confined_process_reaches_only_what_its_task_needs(tmp_path: Path, lis
         "read from the working folder": lambda: Path("docfence-data/docfence.db").read_bytes(),
         "signal the parent": lambda: os.kill(parent, 0),
         "read the parent's environment": lambda: Path(f"/proc/{parent}/environ").read_bytes(),
+        "read the parent's command line": lambda: Path(f"/proc/{parent}/cmdline").read_bytes(),
+        "read the parent's status": lambda: Path(f"/proc/{parent}/status").read_bytes(),
+        "read its own status": lambda: Path("/proc/self/status").read_bytes(),
         "open the parent's database descriptor": lambda: Path(f"/proc/{parent}/fd/{held}").read_bytes(),
         "read the parent's memory": lambda: Path(f"/proc/{parent}/mem").open("rb").close(),
     })
@@ -128,6 +133,8 @@ def test_a_confined_process_reaches_only_what_its_task_needs(tmp_path: Path, lis
         "list the job folder": "refused", "connect over TCP": "refused", "signal the parent": "refused",
         "send over UDP": "refused", "connect to a Unix socket": "refused",
         "read from the working folder": "refused", "read the parent's environment": "refused",
+        "read the parent's command line": "refused", "read the parent's status": "refused",
+        "read its own status": "allowed",
         "open the parent's database descriptor": "refused", "read the parent's memory": "refused",
     }
     assert (job / "output.pdf").read_bytes() == b"%PDF-1.7 out"
@@ -206,3 +213,45 @@ def test_every_render_process_of_a_sandbox_runs_confined_and_the_job_still_succe
         # its private folder goes with it: emptied by the process, removed by the zygote that reaps it
         wait_for(lambda: not Path(private_tmp(pid)).exists(), HANG_GUARD_S, "the private folder removed")
     assert (tmp_path / "out.pdf").read_bytes().startswith(b"%PDF-")
+
+
+@pytest.mark.skipif(not FULL, reason="needs Landlock ABI 6 (Linux 6.12+) and libseccomp")
+def test_rules_built_in_one_process_never_carry_a_plan_into_the_next(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The process that resolves the shared rules (a zygote) copies them for a plan of its own, so a
+    render process forked after it starts from the shared rules alone: it cannot read the first plan's
+    file."""
+    monkeypatch.setenv("PROBE_CWD", str(tmp_path))
+    first, second = tmp_path / "first.pdf", tmp_path / "second.pdf"
+    first.write_bytes(b"%PDF-1.7 first tenant")
+    second.write_bytes(b"%PDF-1.7 second tenant")
+    prepare()  # this process builds the shared rules
+    _landlock(Confinement(read_files=(str(first),), write_files=()))  # a plan here, never applied
+    seen = _confined_child(Confinement(read_files=(str(second),), write_files=()), {
+        "read its own input": lambda: second.read_bytes(),
+        "read the earlier plan's input": lambda: first.read_bytes(),
+    })
+    assert (seen["read its own input"], seen["read the earlier plan's input"]) == ("allowed", "refused")
+
+
+def test_a_machine_without_landlock_or_seccomp_still_prepares(monkeypatch: pytest.MonkeyPatch) -> None:
+    """prepare() runs in the zygote before any task: a kernel without Landlock (or a libseccomp that
+    cannot compile the filter) must leave the zygote running, each task then answering for itself."""
+    import docfence.sandbox.confine as confine_module
+
+    def refuse() -> int:
+        raise LandlockDisabledError("disabled at boot")
+
+    def no_filter() -> object:
+        raise ValueError("unknown syscall")
+
+    monkeypatch.setattr(confine_module, "get_abi_version", refuse)
+    monkeypatch.setattr(py_landlock.landlock, "get_abi_version", refuse)  # as the kernel would answer
+    monkeypatch.setattr(confine_module, "_socket_filter", no_filter)
+    confine_module._available.cache_clear()
+    try:
+        prepare()  # must not raise
+        assert available()["landlock"] == 0
+    finally:
+        confine_module._available.cache_clear()
+        confine_module._shared_rules.cache_clear()
