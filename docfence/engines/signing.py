@@ -227,6 +227,9 @@ def sign(data: bytes, spec: SigningSpec, key: SigningKey) -> bytes:
                                         subfilter=fields.SigSeedSubFilter.PADES, md_algorithm="sha256")
     field = fields.SigFieldSpec(spec.field_name, on_page=page, box=box)
     pdf_signer = signers.PdfSigner(meta, signer=signer, new_field_spec=field)
+    # pyHanko hashes and returns only what it wrote into this buffer. A timestamp or revocation data
+    # (post-signature processing, not configured here) would re-read it to its end: such a feature
+    # needs an ordinary BytesIO
     output = _Output(len(data) + 2 * _reserve(key) + _UPDATE_ROOM)
     try:  # no validation context, so no network session to release (pyHanko's sync wrapper's extra)
         _run(pdf_signer.async_sign_pdf(writer, bytes_reserved=_reserve(key), output=output))
@@ -252,7 +255,7 @@ class _Output(io.BytesIO):
         self.seek(0)
         self.end = 0
 
-    def write(self, data: Any) -> int:
+    def write(self, data: bytes | bytearray | memoryview) -> int:  # type: ignore[override]
         written = super().write(data)
         self.end = max(self.end, self.tell())
         return written
