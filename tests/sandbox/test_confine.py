@@ -5,7 +5,6 @@ real sandbox runs confined as far as the machine allows, and jobs still work."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -25,6 +24,7 @@ from docfence.sandbox import Sandbox, Task
 from docfence.sandbox.confine import Confinement, _landlock, available, confine, prepare, readable_by_render
 from docfence.sandbox.zygote import private_tmp
 from docfence.testing.barriers import HANG_GUARD_S
+from docfence.testing.forked import in_forked_child
 from docfence.testing.procs import wait_for
 from docfence.testing.proctree import render_processes
 
@@ -43,28 +43,15 @@ def _attempt(name: str, action: object) -> str:
 
 def _confined_child(plan: Confinement, probes: dict[str, object]) -> dict[str, str]:
     """Fork, confine the child to `plan`, run each probe there; what each probe met."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns
-        code = 0
-        try:
-            os.close(r)
-            os.chdir(os.environ["PROBE_CWD"])  # as the zygote runs: `python -m` from the data folder
-            sys.path.insert(0, os.getcwd())
-            applied = confine(plan)
-            results = {"abi": str(applied["landlock"]), "sockets": str(applied["sockets"]),
-                       **{name: _attempt(name, probe) for name, probe in probes.items()}}
-            os.write(w, json.dumps(results).encode())
-        except BaseException:
-            code = 70
-        finally:
-            os._exit(code)
-    os.close(w)
-    with os.fdopen(r, "rb") as fh:
-        data = fh.read()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    return dict(json.loads(data))
+
+    def body() -> dict[str, str]:
+        os.chdir(os.environ["PROBE_CWD"])  # as the zygote runs: `python -m` from the data folder
+        sys.path.insert(0, os.getcwd())
+        applied = confine(plan)
+        return {"abi": str(applied["landlock"]), "sockets": str(applied["sockets"]),
+                **{name: _attempt(name, probe) for name, probe in probes.items()}}
+
+    return in_forked_child(body)
 
 
 @pytest.fixture

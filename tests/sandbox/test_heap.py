@@ -6,38 +6,15 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import json
 import mmap
-import os
 import tempfile
-from collections.abc import Callable
 from typing import Any
 
 from docfence.sandbox.heap import HUGE, _anonymous_ranges, collapse_anonymous_memory
 from docfence.sandbox.protocol import libc
+from docfence.testing.forked import in_forked_child
 
 MADV_COLLAPSE = 25
-
-
-def _in_child(body: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """Run `body` in a forked child (the test process's own memory stays as it is); its JSON answer."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 0
-        try:
-            os.close(r)
-            os.write(w, json.dumps(body()).encode())
-        except BaseException:
-            code = 70
-        finally:
-            os._exit(code)
-    os.close(w)
-    with os.fdopen(r, "rb") as fh:
-        data = fh.read()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    return dict(json.loads(data))
 
 
 def _private_block(size: int) -> tuple[mmap.mmap, int]:
@@ -94,7 +71,7 @@ def test_only_private_anonymous_read_write_memory_is_chosen() -> None:
         shared.close()
         return answer
 
-    assert _in_child(body) == {"private": True, "shared": False, "file": False, "aligned": True}
+    assert in_forked_child(body) == {"private": True, "shared": False, "file": False, "aligned": True}
 
 
 def test_a_collapsed_block_is_huge_keeps_its_content_and_forks_copy_on_write() -> None:
@@ -103,11 +80,11 @@ def test_a_collapsed_block_is_huge_keeps_its_content_and_forks_copy_on_write() -
         before = bytes(block[::mmap.PAGESIZE])
         collapsed = collapse_anonymous_memory()
         huge_kib = _huge_kib_of(address)
-        child = _in_child(lambda: _flip_every_page(block, before))
+        child = in_forked_child(lambda: _flip_every_page(block, before))
         return {"collapsed": collapsed, "huge_kib": huge_kib, "same": bytes(block[::mmap.PAGESIZE]) == before,
                 "child": child, "supported": _kernel_collapses()}
 
-    seen = _in_child(body)
+    seen = in_forked_child(body)
     assert seen["same"] is True  # the parent's bytes, after its child wrote over its own copy
     assert seen["child"] == {"flipped": True}
     if seen["supported"]:
