@@ -54,10 +54,14 @@ def _fill(store, *, analyze: bool) -> None:  # type: ignore[no-untyped-def]
         store.submit(NewJob(tenant="t", policy=JobPolicy()))
 
 
+@pytest.mark.parametrize("processors", [None, '["acme"]'], ids=["workers", "dispatcher"])
 @pytest.mark.parametrize("analyze", [True, False], ids=["analyzed", "no-statistics"])
-def test_claim_reads_its_partial_index_in_order_and_updates_by_key(store, analyze: bool) -> None:  # type: ignore[no-untyped-def]
+def test_claim_reads_its_partial_index_in_order_and_updates_by_key(store, analyze: bool,  # type: ignore[no-untyped-def]
+                                                                   processors: str | None) -> None:
+    """The workers' claim and the dispatcher's (report jobs of outside renderers, here none among the
+    queued watermark jobs) take the same plan: never a scan of the finished backlog."""
     _fill(store, analyze=analyze)
-    plan = _plan(store, "lease_acquired", {"worker": "w", "limit": 10, "now": None, "processors": None,
+    plan = _plan(store, "lease_acquired", {"worker": "w", "limit": 10, "now": None, "processors": processors,
                                           "to_state": "rendering", "attempt_bump": 1}, claim_tx=True)
     text = "\n".join(plan)
     if store.dialect == "sqlite":
@@ -69,7 +73,10 @@ def test_claim_reads_its_partial_index_in_order_and_updates_by_key(store, analyz
         assert "Index Scan using jobs_claim_idx" in text, text
         assert "Sort" not in text and "Seq Scan on jobs" not in text, text  # no gather-and-sort
     assert _job_indexes(store, text) == {"claim", "key"}, text  # picked in order, updated by key
-    assert len(store.claim("w", limit=10)) == 10
+    if processors is None:
+        assert len(store.claim("w", limit=10)) == 10
+    else:
+        assert store.claim_provider_jobs("d", ["acme"], limit=10) == []  # no report job of acme queued
 
 
 def test_batched_statements_probe_keys(store) -> None:  # type: ignore[no-untyped-def]
