@@ -11,6 +11,7 @@ kernel cannot, nothing changes)."""
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Iterable
 
 from docfence.sandbox.protocol import libc
 
@@ -25,25 +26,27 @@ def collapse_anonymous_memory() -> int:
     madvise = libc().madvise
     madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     collapsed = 0
-    for start, end in _anonymous_ranges():
+    with open("/proc/self/maps", "rb") as maps:  # bytes: a mapped file's name may be in any encoding
+        ranges = anonymous_ranges(maps)
+    for start, end in ranges:
         if madvise(start, end - start, _MADV_COLLAPSE) == 0:
             collapsed += end - start
     return collapsed
 
 
-def _anonymous_ranges() -> list[tuple[int, int]]:
-    """(start, end) of each private anonymous read-write mapping, cut to whole aligned huge pages."""
+def anonymous_ranges(maps_lines: Iterable[bytes]) -> list[tuple[int, int]]:
+    """(start, end) of each private anonymous read-write mapping among /proc/PID/maps lines, cut to
+    whole aligned huge pages."""
     ranges = []
-    with open("/proc/self/maps", "rb") as maps:  # bytes: a mapped file's name may be in any encoding
-        for line in maps:
-            fields = line.split(maxsplit=5)
-            perms, name = fields[1], fields[5].strip() if len(fields) > 5 else b""
-            private_rw = perms.startswith(b"rw") and perms[3:4] == b"p"
-            if not private_rw or name.startswith(b"/") or name in _NOT_HEAP:  # a file, shared, a stack
-                continue
-            low, high = (int(x, 16) for x in fields[0].split(b"-"))
-            start, end = -(-low // HUGE) * HUGE, high // HUGE * HUGE
-            if end > start:
-                ranges.append((start, end))
+    for line in maps_lines:
+        fields = line.split(maxsplit=5)
+        perms, name = fields[1], fields[5].strip() if len(fields) > 5 else b""
+        private_rw = perms.startswith(b"rw") and perms[3:4] == b"p"
+        if not private_rw or name.startswith(b"/") or name in _NOT_HEAP:  # a file, shared, a stack
+            continue
+        low, high = (int(x, 16) for x in fields[0].split(b"-"))
+        start, end = -(-low // HUGE) * HUGE, high // HUGE * HUGE
+        if end > start:
+            ranges.append((start, end))
     return ranges
 

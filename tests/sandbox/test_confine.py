@@ -106,6 +106,7 @@ def test_a_confined_process_reaches_only_what_its_task_needs(tmp_path: Path, lis
         "read the parent's environment": lambda: Path(f"/proc/{parent}/environ").read_bytes(),
         "read the parent's command line": lambda: Path(f"/proc/{parent}/cmdline").read_bytes(),
         "read the parent's status": lambda: Path(f"/proc/{parent}/status").read_bytes(),
+        "read the parent's memory map": lambda: Path(f"/proc/{parent}/maps").read_bytes(),
         "read its own status": lambda: Path("/proc/self/status").read_bytes(),
         "open the parent's database descriptor": lambda: Path(f"/proc/{parent}/fd/{held}").read_bytes(),
         "read the parent's memory": lambda: Path(f"/proc/{parent}/mem").open("rb").close(),
@@ -121,6 +122,7 @@ def test_a_confined_process_reaches_only_what_its_task_needs(tmp_path: Path, lis
         "send over UDP": "refused", "connect to a Unix socket": "refused",
         "read from the working folder": "refused", "read the parent's environment": "refused",
         "read the parent's command line": "refused", "read the parent's status": "refused",
+        "read the parent's memory map": "refused",
         "read its own status": "allowed",
         "open the parent's database descriptor": "refused", "read the parent's memory": "refused",
     }
@@ -202,23 +204,58 @@ def test_every_render_process_of_a_sandbox_runs_confined_and_the_job_still_succe
     assert (tmp_path / "out.pdf").read_bytes().startswith(b"%PDF-")
 
 
+@pytest.fixture
+def fresh_rules() -> Iterator[None]:
+    """The shared rules built by this test alone, and forgotten after it."""
+    import docfence.sandbox.confine as confine_module
+
+    confine_module._shared_rules.cache_clear()
+    yield
+    confine_module._shared_rules.cache_clear()
+
+
 @pytest.mark.skipif(not FULL, reason="needs Landlock ABI 6 (Linux 6.12+) and libseccomp")
+@pytest.mark.usefixtures("fresh_rules")
 def test_rules_built_in_one_process_never_carry_a_plan_into_the_next(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """The process that resolves the shared rules (a zygote) copies them for a plan of its own, so a
-    render process forked after it starts from the shared rules alone: it cannot read the first plan's
-    file."""
+    render process forked after it starts from the shared rules alone; and a render process that took
+    them for one plan (never applied) starts its next plan from fresh rules: neither reads the first
+    plan's file."""
     monkeypatch.setenv("PROBE_CWD", str(tmp_path))
     first, second = tmp_path / "first.pdf", tmp_path / "second.pdf"
     first.write_bytes(b"%PDF-1.7 first tenant")
     second.write_bytes(b"%PDF-1.7 second tenant")
+    probes: dict[str, object] = {"read its own input": lambda: second.read_bytes(),
+                                 "read the earlier plan's input": lambda: first.read_bytes()}
     prepare()  # this process builds the shared rules
     _landlock(Confinement(read_files=(str(first),), write_files=()))  # a plan here, never applied
-    seen = _confined_child(Confinement(read_files=(str(second),), write_files=()), {
-        "read its own input": lambda: second.read_bytes(),
-        "read the earlier plan's input": lambda: first.read_bytes(),
-    })
+    seen = _confined_child(Confinement(read_files=(str(second),), write_files=()), probes)
     assert (seen["read its own input"], seen["read the earlier plan's input"]) == ("allowed", "refused")
+
+    def taken_then_confined() -> dict[str, str]:
+        _landlock(Confinement(read_files=(str(first),), write_files=()))  # in place, in this child
+        applied = confine(Confinement(read_files=(str(second),), write_files=()))
+        return {"abi": str(applied["landlock"]), **{k: _attempt(k, p) for k, p in probes.items()}}
+
+    seen = in_forked_child(taken_then_confined)
+    assert (seen["read its own input"], seen["read the earlier plan's input"]) == ("allowed", "refused")
+
+
+@pytest.mark.skipif(not FULL, reason="needs Landlock ABI 6 (Linux 6.12+) and libseccomp")
+@pytest.mark.usefixtures("fresh_rules")
+def test_a_read_root_gone_since_the_rules_were_built_is_resolved_again(tmp_path: Path) -> None:
+    """A folder resolved when the zygote built the shared rules and removed since (a font cache) must
+    not fail every later confinement: the render process resolves the rules again, without it."""
+    gone = tmp_path / "font-cache"
+    gone.mkdir()
+    from docfence.sandbox import confine as confine_module
+
+    confine_module._shared_rules((str(gone),))  # built here, as a zygote builds them
+    gone.rmdir()
+    seen = in_forked_child(lambda: {"applied": confine(Confinement(
+        read_files=(), write_files=(), read_roots=(str(gone),)))["landlock"]})
+    assert seen["applied"] >= 6
 
 
 def test_a_machine_without_landlock_or_seccomp_still_prepares(monkeypatch: pytest.MonkeyPatch) -> None:
