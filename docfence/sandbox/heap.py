@@ -49,4 +49,3 @@ def anonymous_ranges(maps_lines: Iterable[bytes]) -> list[tuple[int, int]]:
         if end > start:
             ranges.append((start, end))
     return ranges
-
