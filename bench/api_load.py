@@ -30,6 +30,7 @@ import httpx
 
 from docfence.config import Settings
 from docfence.core.clock import monotonic
+from docfence.core.interpreter import module_command
 from docfence.service import build_service
 
 PDF = b"%PDF-1.4\n1 0 obj<</Type/Catalog>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n"
@@ -54,8 +55,8 @@ def server(data: Path) -> Iterator[tuple[str, str]]:
     service.store.close()
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "docfence.api", "--host", "127.0.0.1", "--port", str(port),
-         "--log-level", "warning"], env=env,
+        module_command("docfence.api", "--host", "127.0.0.1", "--port", str(port),
+                       "--log-level", "warning"), env=env,
     )
     base = f"http://127.0.0.1:{port}"
     try:

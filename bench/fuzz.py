@@ -40,6 +40,7 @@ from typing import Any
 
 import pikepdf
 
+from docfence.core.interpreter import module_command
 from docfence.core.policy import Limits
 
 REFUSAL_P99_GOAL_S = 2.0
@@ -201,7 +202,7 @@ def make_input(seeds: list[Path], seed: int, index: int) -> tuple[str, str, byte
 
 def _cli() -> list[str]:
     exe = Path(sys.executable).with_name("docfence")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "docfence.cli"]
+    return [str(exe)] if exe.exists() else module_command("docfence.cli")
 
 
 def _child_env() -> dict[str, str]:

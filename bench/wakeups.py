@@ -46,6 +46,7 @@ import docfence
 from docfence import storage_keys
 from docfence.config import Settings
 from docfence.core.clock import monotonic, utcnow
+from docfence.core.interpreter import module_command
 from docfence.core.records import ArtifactInfo
 from docfence.harness.databases import temporary_pg_database
 from docfence.harness.workers import start_worker, stop, worker_env
@@ -146,8 +147,8 @@ def api_server(db_url: str, storage_url: str) -> Iterator[str]:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     env = dict(os.environ, DOCFENCE_DATABASE_URL=db_url, DOCFENCE_STORAGE_URL=storage_url)
-    proc = subprocess.Popen([sys.executable, "-m", "docfence.api", "--host", "127.0.0.1", "--port",
-                             str(port), "--log-level", "warning"], env=env)
+    proc = subprocess.Popen(module_command("docfence.api", "--host", "127.0.0.1", "--port",
+                                           str(port), "--log-level", "warning"), env=env)
     base = f"http://127.0.0.1:{port}"
     try:
         until = monotonic() + 30

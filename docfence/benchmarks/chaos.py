@@ -11,7 +11,6 @@ import random
 import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -24,6 +23,7 @@ from typing import Any
 from docfence.blobs import open_blob_store
 from docfence.config import load_settings
 from docfence.core.clock import monotonic, utcnow
+from docfence.core.interpreter import module_command
 from docfence.core.records import Job
 from docfence.core.states import JobState
 from docfence.harness.workers import start_worker, worker_env
@@ -106,7 +106,7 @@ def _soak(rt: Runtime, env: dict[str, str], logs: Path, workers: int, kill_every
 
 def _start_reconciler(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     with log.open("ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "docfence.cli", "reconcile"], env=env, stdout=out,
+        return subprocess.Popen(module_command("docfence.cli", "reconcile"), env=env, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
 
 

@@ -10,7 +10,6 @@ import os
 import resource
 import statistics
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +21,7 @@ import httpx
 from docfence.benchmarks.dense import dense_pdf, stamp_pdf
 from docfence.config import environment, load_settings
 from docfence.core.clock import monotonic
+from docfence.core.interpreter import module_command
 from docfence.harness.databases import temporary_pg_database
 from docfence.harness.workers import REPO, start_worker, stop, wait_for
 from docfence.service import build_service
@@ -97,9 +97,9 @@ def _server(env: dict[str, str], log: Path) -> Iterator[tuple[str, int]]:
     """(base URL, pid) of a real `docfence serve` on a free loopback port, until the block ends."""
     port = _free_port()
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "docfence.cli", "serve", "--host", "127.0.0.1",
-                                 "--port", str(port), "--log-level", "warning"], env=env, stdout=out,
-                                stderr=subprocess.STDOUT)
+        command = module_command("docfence.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+                                 "--log-level", "warning")
+        proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
         def ready() -> bool:

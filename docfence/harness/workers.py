@@ -4,7 +4,6 @@ and stopped with real signals."""
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 
 from docfence.config import environment
 from docfence.core.clock import monotonic
+from docfence.core.interpreter import module_command
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -32,7 +32,7 @@ def worker_env(db_url: str, storage_url: str, **extra: str) -> dict[str, str]:
 
 def start_worker(env: dict[str, str], log: Path, *args: str) -> subprocess.Popen[bytes]:
     with log.open("ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "docfence.cli", "worker", *args], env=env,
+        return subprocess.Popen(module_command("docfence.cli", "worker", *args), env=env,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 

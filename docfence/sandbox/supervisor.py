@@ -16,7 +16,6 @@ import secrets
 import selectors
 import socket
 import subprocess
-import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from typing import Any
 
 from docfence.config import sandbox_environment
 from docfence.core.clock import monotonic
+from docfence.core.interpreter import module_command
 from docfence.core.policy import JobPolicy, Mode
 from docfence.sandbox import protocol
 from docfence.sandbox.confine import available
@@ -190,8 +190,8 @@ class Sandbox:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with theirs:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "docfence.sandbox.zygote", "--parent", str(os.getpid()),
-                 "--fd", str(theirs.fileno()), "--profile", self.profile],
+                module_command("docfence.sandbox.zygote", "--parent", str(os.getpid()),
+                               "--fd", str(theirs.fileno()), "--profile", self.profile),
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, close_fds=True,
                 env=sandbox_environment(),  # no credentials for the zygote's render processes
             )

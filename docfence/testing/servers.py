@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -13,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
+
+from docfence.core.interpreter import module_command
 
 
 @contextmanager
@@ -56,7 +57,7 @@ def serve_process(env: dict[str, str], log_path: Path, *, command: Sequence[str]
     import httpx
 
     port = free_port()
-    cmd = [sys.executable, "-m", *command, "--port", str(port), "--log-level", log_level]
+    cmd = module_command(*command, "--port", str(port), "--log-level", log_level)
     with log_path.open("wb") as log:
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
         base = f"http://127.0.0.1:{port}"

@@ -17,6 +17,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
+from docfence.core.interpreter import module_command
 from docfence.store import open_store
 from docfence.store.wakeups import JobEndWatch, Listener
 
@@ -28,7 +29,7 @@ class Probe:
     """A running probe process; `line()` is its next report. Use it as a context manager."""
 
     def __init__(self, url: str, job_ids: Sequence[str] = ()) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "docfence.testing.wakeup_probe", url, *job_ids],
+        self.proc = subprocess.Popen(module_command("docfence.testing.wakeup_probe", url, *job_ids),
                                      stdout=subprocess.PIPE, text=True)
         self.lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()

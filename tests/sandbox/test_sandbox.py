@@ -212,3 +212,19 @@ def test_the_watermark_profile_leaves_the_report_engine_out_but_runs_any_kind(tm
             assert outcome.ok and outcome.pages == 1, outcome
     with pytest.raises(ValueError):
         Sandbox("nonsense")
+
+
+def test_a_zygote_runs_its_parents_docfence_whatever_the_working_directory_holds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`python -m` puts the working directory first on a child's path: a service started from a folder
+    holding another docfence checkout ran that code in its zygote. Here that folder's docfence refuses
+    to import, so a zygote that picked it up would never start."""
+    poisoned = tmp_path / "elsewhere"
+    (poisoned / "docfence").mkdir(parents=True)
+    (poisoned / "docfence" / "__init__.py").write_text("raise SystemExit('the wrong docfence')\n")
+    monkeypatch.chdir(poisoned)
+    src = _input(tmp_path, pdfs.links())
+    with Sandbox("watermark") as box:
+        outcome = box.run(Task("watermark", src, tmp_path / "out.pdf", LONG))
+    assert outcome.ok, outcome
+    assert (tmp_path / "out.pdf").read_bytes().startswith(b"%PDF-")
