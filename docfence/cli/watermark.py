@@ -175,7 +175,8 @@ def run(args: argparse.Namespace) -> int:
     inputs: list[Path] = list(args.inputs)
     names = output_names(inputs)
     _report_renames(inputs, names)
-    results = _run_pool(inputs, names, args.out, policy, password, args.jobs or os.cpu_count() or 1)
+    results = _run_pool(inputs, names, args.out, policy, password, args.jobs or os.cpu_count() or 1,
+                        getattr(args, "sandbox", None))
     total = len(results)
     failed = [r for r in results if not r["ok"]]
     print(f"{total - len(failed)} succeeded, {len(failed)} failed", file=sys.stderr)
@@ -195,12 +196,14 @@ def _report_renames(inputs: list[Path], names: list[str]) -> None:
 
 
 def _run_pool(inputs: list[Path], names: list[str], out_dir: Path, policy: JobPolicy,
-              password: str | None, width: int) -> list[dict[str, Any]]:
-    """Results in input order; progress lines on stderr as files finish."""
+              password: str | None, width: int, started: Sandbox | None = None) -> list[dict[str, Any]]:
+    """Results in input order; progress lines on stderr as files finish. `started`: a "watermark"
+    sandbox whose zygote is already warming up (the command line starts it early), else a new one."""
     total, done = len(inputs), 0
     results: list[dict[str, Any]] = [{} for _ in inputs]
     # watermark tasks only: no report engine (weasyprint) imported in the zygote while the jobs run
-    with Sandbox("watermark") as sandbox, ThreadPoolExecutor(max_workers=max(1, min(width, total))) as pool:
+    sandbox_cm = started if started is not None else Sandbox("watermark")
+    with sandbox_cm as sandbox, ThreadPoolExecutor(max_workers=max(1, min(width, total))) as pool:
         sandbox.start()  # from this thread, which outlives the pool (the zygote dies with its starter)
         futures = {pool.submit(process_one, sandbox, path, out_dir, name, policy, password): index
                    for index, (path, name) in enumerate(zip(inputs, names, strict=True))}

@@ -216,6 +216,8 @@ class Sandbox:
             self._control.close()  # end of stream: the zygote kills its children and exits
             self._control = None
         if self._proc is not None:
+            if not self._ready:  # still warming up, nothing forked yet: no reason to wait for it
+                self._proc.kill()
             try:
                 self._proc.wait(timeout=KILL_GRACE_S)
             except subprocess.TimeoutExpired:

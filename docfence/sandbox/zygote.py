@@ -1,8 +1,9 @@
 """The warm zygote: imported the engines, parsed the fonts and ran a sample job once, then forks one
 fresh child per task (copy-on-write, no imports in the child) and reports each child's end.
 
-Started by `Sandbox` as its own interpreter: `python -m docfence.sandbox.zygote --parent PID --fd N`,
-N being its end of the control socket. Single-threaded on purpose (fork and threads do not mix).
+Started by `Sandbox` as its own interpreter, `python -m docfence.sandbox.zygote --parent PID --fd N` run
+with the parent's own docfence package (core/interpreter.py), N being its end of the control socket.
+Single-threaded on purpose (fork and threads do not mix).
 Control messages: {"op": "run", "token", "request"} with the task's socket attached (and the read
 end of its secrets pipe, which only the child reads), {"op": "kill", "token"}. On a task's socket
 it sends {"pid"} after the fork and {"exit": wait status} after reaping; the child itself sends
@@ -256,12 +257,10 @@ def warm() -> None:
     import pypdfium2  # noqa: F401
 
     from docfence import faults  # noqa: F401  (the test hook every task passes through)
-    from docfence.engines.outline_text import available_fonts
     from docfence.sandbox import work  # noqa: F401
 
-    for font in available_fonts():  # character maps and glyph sets parsed once, shared by every child
-        font.getBestCmap()
-        font.getGlyphSet()
+    # the fonts the default marks draw with are parsed by the two steps below; the others (the CJK
+    # fallback alone costs ~0.16 s) wait for the first idle moment (_parse_fonts)
     _sample(Mode.VECTOR)
     _warm_marks(default_only=True)
     _freeze()
@@ -285,6 +284,16 @@ def _warm_marks(*, default_only: bool) -> None:
             for size in (pdfs.LETTER, pdfs.A4):
                 with contextlib.suppress(Exception):
                     engines.watermark_document(pdfs.many_pages(1, size), policy)
+
+
+def _parse_fonts() -> None:
+    """Every installed mark font's character map and glyph set, parsed once and shared by every later
+    child; a child forked before this step parses what its own text needs."""
+    from docfence.engines.outline_text import available_fonts
+
+    for font in available_fonts():
+        font.getBestCmap()
+        font.getGlyphSet()
 
 
 def _sample(mode: str) -> None:
@@ -334,8 +343,8 @@ def _freeze() -> None:
 
 
 WARM_LATER: tuple[Callable[[], None], ...] = (
-    lambda: _warm_marks(default_only=False), _import_issue_stages, lambda: _sample(Mode.RASTER),
-    _import_reports)
+    _parse_fonts, lambda: _warm_marks(default_only=False), _import_issue_stages,
+    lambda: _sample(Mode.RASTER), _import_reports)
 
 
 def warm_later(profile: str) -> tuple[Callable[[], None], ...]:

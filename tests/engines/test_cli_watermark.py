@@ -109,3 +109,42 @@ def test_cli_reads_no_setting_but_the_limits(tmp_path: Path, monkeypatch: pytest
     src = tmp_path / "a.pdf"
     src.write_bytes(pdfs.form())
     assert _run([str(src), "--out", str(tmp_path / "o")]) == 0
+
+
+def _count_zygote_starts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    from docfence.sandbox.supervisor import Sandbox
+
+    started: list[str] = []
+    spawn = Sandbox._spawn
+
+    def counted(self: Sandbox) -> None:
+        started.append(self.profile)
+        spawn(self)
+
+    monkeypatch.setattr(Sandbox, "_spawn", counted)
+    return started
+
+
+def test_the_command_line_starts_the_zygote_before_its_other_imports_and_uses_that_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`docfence watermark` starts its zygote first (it warms up while the command's modules import):
+    one zygote, the early one, and none left behind, whether the command succeeds or fails its usage."""
+    import os
+
+    from docfence import cli
+    from docfence.testing.proctree import zygotes_under
+
+    started = _count_zygote_starts(monkeypatch)
+    src = tmp_path / "a.pdf"
+    src.write_bytes(pdfs.links())
+    assert cli.main(["watermark", str(src), "--out", str(tmp_path / "o")]) == 0
+    assert started == ["watermark"]
+    assert (tmp_path / "o" / "a.watermarked.pdf").read_bytes().startswith(b"%PDF-")
+    assert cli.main(["watermark", str(src), "--out", str(tmp_path / "o"), "--opacity", "7"]) == 2
+    assert started == ["watermark"] * 2
+    with pytest.raises(SystemExit):
+        cli.main(["watermark", "--help"])
+    with pytest.raises(SystemExit):
+        cli.main(["--debug", "watermark"])  # usage error: no input, no --out
+    assert started == ["watermark"] * 3  # --help starts nothing
+    assert zygotes_under(os.getpid()) == []  # each one was stopped with its command
