@@ -5,7 +5,9 @@ validation included (engines.watermark_document: preflight, sanitise, watermark,
 Runs the two policies alternately (so a change in machine load hits both alike) and reports the best
 of `--runs` each, their ratio (target <= 1.3), the same for CPU seconds (this process and the
 validator's forked workers: steadier than wall time on a loaded machine), output sizes and the load
-average it ran under.
+average it ran under. Each round's own footer/static ratio is kept too, and their median
+(`ratio_paired_median`): on a machine whose speed drifts between runs (a shared VM moves best-of ratios
+by +-0.15 from one invocation to the next) the ratio of two runs made back to back is the steadier figure.
 
 Usage: python bench/marks.py DOC.pdf [--runs 3] [--json]
    e.g. python bench/marks.py /tmp/dense/doc_2000p.pdf   (see ../shared/bench/README.md)
@@ -23,6 +25,7 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]  # ben
 import argparse
 import json
 import resource
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -58,11 +61,16 @@ def measure(path: Path, runs: int) -> dict[str, Any]:
     cpu: dict[str, float] = {"static": float("inf"), "footer": float("inf")}
     sizes: dict[str, int] = {}
     valid: dict[str, bool] = {}
+    paired: list[float] = []
+    paired_cpu: list[float] = []
     for _ in range(runs):
+        round_s: dict[str, tuple[float, float]] = {}
         for name, policy in (("static", STATIC), ("footer", WITH_FOOTER)):
             seconds, cpu_s, size, ok = timed(data, policy)
             best[name], cpu[name] = min(best[name], seconds), min(cpu[name], cpu_s)
-            sizes[name], valid[name] = size, ok
+            sizes[name], valid[name], round_s[name] = size, ok, (seconds, cpu_s)
+        paired.append(round_s["footer"][0] / round_s["static"][0])
+        paired_cpu.append(round_s["footer"][1] / round_s["static"][1])
     load = os.getloadavg()
     return {
         "document": str(path), "input_bytes": len(data), "runs": runs,
@@ -70,6 +78,9 @@ def measure(path: Path, runs: int) -> dict[str, Any]:
         "ratio": round(best["footer"] / best["static"], 3), "target_ratio": 1.3,
         "static_cpu_s": round(cpu["static"], 2), "footer_plus_static_cpu_s": round(cpu["footer"], 2),
         "cpu_ratio": round(cpu["footer"] / cpu["static"], 3),
+        "ratio_paired_median": round(statistics.median(paired), 3),
+        "cpu_ratio_paired_median": round(statistics.median(paired_cpu), 3),
+        "ratios_paired": [round(r, 3) for r in paired],
         "output_bytes": sizes, "validation_ok": valid,
         "load_avg_1_5_15": [round(v, 2) for v in load], "cores": os.cpu_count(),
     }
