@@ -9,7 +9,7 @@ URL and credentials; Landlock's own ptrace rule does not cover /proc/PID/environ
 read their own either), bind or connect a TCP socket, reach an abstract Unix socket, or signal a process
 outside itself. seccomp: it cannot create a socket at all (UDP, a pathname Unix socket such as
 PostgreSQL's, netlink) nor an io_uring that could. Its subprocesses (the second reader) and forked
-pieces inherit all of it; files opened before the fork (the warm fonts) stay readable.
+pieces inherit all of it; files opened before the fork stay readable.
 """
 
 from __future__ import annotations

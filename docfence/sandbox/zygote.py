@@ -219,7 +219,7 @@ def _write_answer(path: str, answer: dict[str, Any]) -> None:
 
 def _close_other_fds(keep: set[int]) -> None:
     """The control socket, the wake-up pipe and other tasks' sockets stay out of reach of this task's
-    document. Regular files stay open: the warm fonts are read lazily from their (read-only) files."""
+    document. Regular files stay open (read-only ones the zygote opened; the fonts are in memory)."""
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
         if fd in keep:
@@ -259,8 +259,10 @@ def warm() -> None:
     from docfence import faults  # noqa: F401  (the test hook every task passes through)
     from docfence.sandbox import work  # noqa: F401
 
-    # the fonts the default marks draw with are parsed by the two steps below; the others (the CJK
-    # fallback alone costs ~0.16 s) wait for the first idle moment (_parse_fonts)
+    # every font before the first fork (~0.2 s, the CJK fallback most of it): a child forked earlier
+    # would parse the CJK font itself whenever its text needs it, ~0.12 s and ~40 MB a job, and a busy
+    # zygote is never idle long enough for a later step to do it
+    _parse_fonts()
     _sample(Mode.VECTOR)
     _warm_marks(default_only=True)
     _freeze()
@@ -287,8 +289,8 @@ def _warm_marks(*, default_only: bool) -> None:
 
 
 def _parse_fonts() -> None:
-    """Every installed mark font's character map and glyph set, parsed once and shared by every later
-    child; a child forked before this step parses what its own text needs."""
+    """Every installed mark font's character map and glyph set (read into memory by available_fonts),
+    parsed once and shared by every child."""
     from docfence.engines.outline_text import available_fonts
 
     for font in available_fonts():
@@ -343,8 +345,8 @@ def _freeze() -> None:
 
 
 WARM_LATER: tuple[Callable[[], None], ...] = (
-    _parse_fonts, lambda: _warm_marks(default_only=False), _import_issue_stages,
-    lambda: _sample(Mode.RASTER), _import_reports)
+    lambda: _warm_marks(default_only=False), _import_issue_stages, lambda: _sample(Mode.RASTER),
+    _import_reports)
 
 
 def warm_later(profile: str) -> tuple[Callable[[], None], ...]:
