@@ -1,8 +1,6 @@
-"""The command that runs one of docfence's modules in a new interpreter with this process's own docfence
-package. `python -m docfence...` would put the working directory first on the child's path: started from
-a folder that holds another docfence checkout, the child (a sandbox zygote, a worker, an API server)
-would run that code beside ours, speaking a protocol of another version.
-"""
+"""The command that runs a docfence module in a new interpreter with this process's own docfence package
+(`python -m` puts the working directory first: from a folder holding another docfence checkout, a child
+such as a sandbox zygote, a worker or an API server would run that version's code beside ours)."""
 
 from __future__ import annotations
 
@@ -20,7 +18,7 @@ import importlib.util, os, runpy, sys
 root = sys.argv.pop(1)
 spec = importlib.util.find_spec("docfence")
 found = spec.origin if spec is not None and spec.origin else ""
-if os.path.dirname(os.path.dirname(os.path.realpath(found))) != root:
+if not found or os.path.dirname(os.path.dirname(os.path.realpath(found))) != root:
     sys.path.insert(0, root)
 module = sys.argv.pop(1)
 runpy.run_module(module, run_name="__main__", alter_sys=True)

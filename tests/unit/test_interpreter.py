@@ -40,3 +40,30 @@ def test_arguments_reach_the_module_and_the_root_is_ours(tmp_path: Path) -> None
 def test_only_docfence_modules() -> None:
     with pytest.raises(ValueError):
         module_command("http.server")
+
+
+def _fake_root(tmp_path: Path) -> Path:
+    """A folder holding a tiny `docfence` package whose module prints where it was imported from."""
+    root = tmp_path / "root"
+    (root / "docfence").mkdir(parents=True)
+    (root / "docfence" / "__init__.py").write_text("")
+    (root / "docfence" / "probe.py").write_text("import sys\nprint(__file__, *sys.argv[1:])\n")
+    return root
+
+
+@pytest.mark.parametrize("flags", [[], ["-S"]], ids=["another docfence importable", "no docfence at all"])
+def test_the_given_root_goes_first_when_docfence_resolves_elsewhere_or_nowhere(
+        tmp_path: Path, flags: list[str]) -> None:
+    """The bootstrap with a root other than this package's: with site-packages (where our docfence
+    resolves) and without them (-S: nothing resolves, and the working directory sits two folders below
+    the root, which an empty origin once mistook for the root itself)."""
+    from docfence.core import interpreter
+
+    root = _fake_root(tmp_path)
+    cwd = root / "docfence" / "sub"
+    cwd.mkdir()
+    argv = [interpreter.sys.executable, "-P", *flags, "-c", interpreter._BOOTSTRAP, str(root),
+            "docfence.probe", "an-argument"]
+    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(root / "docfence" / "probe.py"), "an-argument"]
