@@ -68,7 +68,10 @@ def _start_sandbox_early(argv: list[str]) -> Sandbox | None:
     from docfence.sandbox import Sandbox
 
     sandbox = Sandbox("watermark")
-    sandbox.start(wait=False)
+    try:
+        sandbox.start(wait=False)
+    except OSError:  # no process to spare just now: the command starts its own and reports the error
+        return None
     return sandbox
 
 

@@ -112,39 +112,60 @@ def test_cli_reads_no_setting_but_the_limits(tmp_path: Path, monkeypatch: pytest
 
 
 def _count_zygote_starts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The profiles of the zygotes started from now on; each start also notes whether the command's
+    parser (which imports every other command's modules) had been built yet in this `main` ("late") or
+    not ("early")."""
+    from docfence import cli
     from docfence.sandbox.supervisor import Sandbox
 
     started: list[str] = []
-    spawn = Sandbox._spawn
+    parsers: list[int] = []
+    spawn, build = Sandbox._spawn, cli.build_parser
+
+    main = cli.main
 
     def counted(self: Sandbox) -> None:
-        started.append(self.profile)
+        started.append(f"{self.profile} {'late' if parsers else 'early'}")
         spawn(self)
 
+    def built() -> object:
+        parsers.append(1)
+        return build()
+
+    def fresh_main(argv: list[str]) -> int:
+        parsers.clear()
+        return main(argv)
+
     monkeypatch.setattr(Sandbox, "_spawn", counted)
+    monkeypatch.setattr(cli, "build_parser", built)
+    monkeypatch.setattr(cli, "main", fresh_main)
     return started
 
 
 def test_the_command_line_starts_the_zygote_before_its_other_imports_and_uses_that_one(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`docfence watermark` starts its zygote first (it warms up while the command's modules import):
-    one zygote, the early one, and none left behind, whether the command succeeds or fails its usage."""
+    """`docfence watermark` starts its zygote before the parser imports the other commands' modules (it
+    warms up while they import): one zygote, that one, and no process left behind, whether the command
+    succeeds or fails its usage; --help starts none."""
     import os
 
     from docfence import cli
-    from docfence.testing.proctree import zygotes_under
+    from docfence.testing.proctree import children
 
+    early = "watermark early"
     started = _count_zygote_starts(monkeypatch)
     src = tmp_path / "a.pdf"
     src.write_bytes(pdfs.links())
     assert cli.main(["watermark", str(src), "--out", str(tmp_path / "o")]) == 0
-    assert started == ["watermark"]
+    assert started == [early]
     assert (tmp_path / "o" / "a.watermarked.pdf").read_bytes().startswith(b"%PDF-")
+    assert children(os.getpid()) == []  # the zygote was stopped with the command
     assert cli.main(["watermark", str(src), "--out", str(tmp_path / "o"), "--opacity", "7"]) == 2
-    assert started == ["watermark"] * 2
+    assert started == [early] * 2
+    assert children(os.getpid()) == []  # stopped even before it was ready
     with pytest.raises(SystemExit):
         cli.main(["watermark", "--help"])
     with pytest.raises(SystemExit):
         cli.main(["--debug", "watermark"])  # usage error: no input, no --out
-    assert started == ["watermark"] * 3  # --help starts nothing
-    assert zygotes_under(os.getpid()) == []  # each one was stopped with its command
+    assert started == [early] * 3  # --help starts nothing
+    assert children(os.getpid()) == []
