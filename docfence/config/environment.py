@@ -57,7 +57,7 @@ def with_huge_page_malloc(env: dict[str, str]) -> dict[str, str]:
     fork that touches every buffer for the first time: a 5 MB document read, signed and written took
     ~4,700 page faults at 4 KiB, ~3,150 this way (sign task CPU 41 -> 30 ms). A value the operator set
     in GLIBC_TUNABLES (glibc.malloc.hugetlb=0 turns it off) is kept as it is."""
-    tunables = env.get("GLIBC_TUNABLES", "")
+    tunables = env.get("GLIBC_TUNABLES", "").strip(":")
     if any(item.split("=", 1)[0] == _HUGETLB for item in tunables.split(":") if item):
         return env
     return {**env, "GLIBC_TUNABLES": f"{tunables}:{_HUGETLB}=1" if tunables else f"{_HUGETLB}=1"}
