@@ -62,8 +62,7 @@ def _start_sandbox_early(argv: list[str]) -> Sandbox | None:
     """For `docfence watermark`: the sandbox's zygote (imports, fonts, warm-up: ~0.5 s) starts before
     the other commands' modules are imported (~0.3 s), so the two overlap on a second core. Started
     from this thread, which outlives the command (the zygote dies with the thread that started it)."""
-    command = next((arg for arg in argv if not arg.startswith("-")), None)
-    if command != "watermark" or {"-h", "--help"} & set(argv):
+    if _command_name(argv) != "watermark" or {"-h", "--help"} & set(argv):
         return None
     from docfence.sandbox import Sandbox
 
@@ -75,11 +74,15 @@ def _start_sandbox_early(argv: list[str]) -> Sandbox | None:
     return sandbox
 
 
+def _command_name(argv: list[str]) -> str | None:
+    """The subcommand named in `argv` before argparse has read it (its first non-option word)."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
 def _share_metrics(argv: list[str]) -> None:
     """Before anything imports prometheus_client: let `serve`, `worker` and `reconcile` write their
     counters to the host's shared folder, so `serve`'s /metrics shows the workers' and reconcilers'."""
-    command = next((arg for arg in argv if not arg.startswith("-")), None)
-    if command not in SHARED_METRICS_COMMANDS:
+    if _command_name(argv) not in SHARED_METRICS_COMMANDS:
         return
     from docfence.config import load_settings
     from docfence.core.errors import ConfigError
