@@ -257,12 +257,14 @@ def warm() -> None:
     import pypdfium2  # noqa: F401
 
     from docfence import faults  # noqa: F401  (the test hook every task passes through)
+    from docfence.engines.outline_text import available_fonts
     from docfence.sandbox import work  # noqa: F401
 
     # every font before the first fork (~0.2 s, the CJK fallback most of it): a child forked earlier
-    # would parse the CJK font itself whenever its text needs it, ~0.12 s and ~40 MB a job, and a busy
-    # zygote is never idle long enough for a later step to do it
-    _parse_fonts()
+    # would parse the CJK font itself whenever its text needs it, ~0.12 s and ~40 MB a job
+    for font in available_fonts():  # character maps and glyph sets parsed once, shared by every child
+        font.getBestCmap()
+        font.getGlyphSet()
     _sample(Mode.VECTOR)
     _warm_marks(default_only=True)
     _freeze()
@@ -286,16 +288,6 @@ def _warm_marks(*, default_only: bool) -> None:
             for size in (pdfs.LETTER, pdfs.A4):
                 with contextlib.suppress(Exception):
                     engines.watermark_document(pdfs.many_pages(1, size), policy)
-
-
-def _parse_fonts() -> None:
-    """Every installed mark font's character map and glyph set (read into memory by available_fonts),
-    parsed once and shared by every child."""
-    from docfence.engines.outline_text import available_fonts
-
-    for font in available_fonts():
-        font.getBestCmap()
-        font.getGlyphSet()
 
 
 def _sample(mode: str) -> None:
