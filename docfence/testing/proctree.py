@@ -16,6 +16,12 @@ def children(pid: int) -> list[int]:
     return found
 
 
+def environ(pid: int) -> dict[bytes, bytes]:
+    """The environment `pid` was started with (/proc/PID/environ)."""
+    with open(f"/proc/{pid}/environ", "rb") as fh:
+        return dict(item.partition(b"=")[::2] for item in fh.read().split(b"\0") if item)
+
+
 def running(pid: int) -> bool:
     """True while `pid` exists and is not a zombie (a killed child not yet reaped counts as gone)."""
     try:

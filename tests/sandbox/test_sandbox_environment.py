@@ -7,6 +7,7 @@ import pytest
 
 from docfence.config.environment import with_huge_page_malloc
 from docfence.sandbox import Sandbox
+from docfence.testing.proctree import environ
 
 
 def test_added_when_absent_and_appended_to_other_tunables() -> None:
@@ -24,9 +25,7 @@ def test_an_operators_own_value_is_kept(given: str) -> None:
 
 def _zygote_tunables(box: Sandbox) -> bytes | None:
     assert box.zygote_pid is not None
-    with open(f"/proc/{box.zygote_pid}/environ", "rb") as fh:
-        environ = dict(item.partition(b"=")[::2] for item in fh.read().split(b"\0") if item)
-    return environ.get(b"GLIBC_TUNABLES")
+    return environ(box.zygote_pid).get(b"GLIBC_TUNABLES")
 
 
 def test_the_zygote_runs_with_it(monkeypatch: pytest.MonkeyPatch) -> None:

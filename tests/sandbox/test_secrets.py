@@ -21,6 +21,7 @@ from docfence.engines.signing import SigningKey
 from docfence.samples import pdfs
 from docfence.sandbox import Outcome, Sandbox, Task
 from docfence.testing.procs import wait_for
+from docfence.testing.proctree import environ as zygote_environ
 from docfence.testing.proctree import render_processes
 from docfence.testing.signing_ca import make_test_ca
 
@@ -153,8 +154,7 @@ def test_the_zygote_inherits_no_credential_from_the_environment(monkeypatch: pyt
     with Sandbox("sign") as box:
         box.start()
         assert box.zygote_pid is not None
-        with open(f"/proc/{box.zygote_pid}/environ", "rb") as fh:
-            environ = dict(item.partition(b"=")[::2] for item in fh.read().split(b"\0") if item)
+        environ = zygote_environ(box.zygote_pid)
         assert environ.get(b"DOCFENCE_LOG_LEVEL") == b"warning"
         assert not {name.encode() for name in planted} & set(environ)
         assert _found(box.zygote_pid, {n: v.encode() for n, v in planted.items()}) == {}
