@@ -24,6 +24,12 @@ from docfence.engines.sanitize_kinds import (
 
 _MAX_NODES = 5_000_000
 _MAX_FAILURES = 10
+_ARRAY = pikepdf.ObjectType.array
+# compared by type code: pikepdf's isinstance goes through a Python-level metaclass check on every value
+_CONTAINERS = frozenset({pikepdf.ObjectType.dictionary, pikepdf.ObjectType.array, pikepdf.ObjectType.stream})
+# a node holding none of these keys holds no kind (_kinds reads nothing else)
+_TELLING_KEYS = frozenset({"/S", "/JS", "/JavaScript", "/Type", "/EF", "/EmbeddedFiles", "/Subtype",
+                           "/RichMediaContent", "/XFA", *(key for key, _, _ in HIDDEN_KEYS)})
 
 
 def find_residue(pdf: pikepdf.Pdf, policy: SanitizePolicy) -> list[Finding]:
@@ -41,17 +47,18 @@ def find_residue(pdf: pikepdf.Pdf, policy: SanitizePolicy) -> list[Finding]:
     while stack and steps < _MAX_NODES:
         steps += 1
         node, where = stack.pop()
-        if isinstance(node, pikepdf.Array):
+        code = node._type_code
+        if code == _ARRAY:
             stack.extend((v, where) for v in node if _container(v))
-            continue
-        if not isinstance(node, pikepdf.Dictionary | pikepdf.Stream):
             continue
         if node.is_indirect:
             if node.objgen in seen:
                 continue
             seen.add(node.objgen)
             where = f"object {node.objgen[0]}"
-        found += [Finding(kind, where) for kind in _kinds(node) if kind in wanted]
+        keys = frozenset(node.keys())
+        if keys & _TELLING_KEYS:
+            found += [Finding(kind, where) for kind in _kinds(node, keys) if kind in wanted]
         for key, value in node.items():
             if _container(value) and not _is_kept_link_uri(node, key, wanted):
                 stack.append((value, where))
@@ -60,8 +67,9 @@ def find_residue(pdf: pikepdf.Pdf, policy: SanitizePolicy) -> list[Finding]:
     return found
 
 
-def _container(value: pikepdf.Object) -> bool:
-    return isinstance(value, pikepdf.Dictionary | pikepdf.Array | pikepdf.Stream)
+def _container(value: object) -> bool:
+    # pikepdf hands numbers and booleans out as Python values; every other PDF object is a pikepdf.Object
+    return type(value) is pikepdf.Object and value._type_code in _CONTAINERS
 
 
 def _is_kept_link_uri(node: pikepdf.Object, key: str, wanted: frozenset[str]) -> bool:
@@ -73,33 +81,34 @@ def _is_kept_link_uri(node: pikepdf.Object, key: str, wanted: frozenset[str]) ->
         and "/Next" not in action
 
 
-def _kinds(node: pikepdf.Object) -> list[str]:
+def _kinds(node: pikepdf.Object, keys: frozenset[str]) -> list[str]:
     """Kinds `node` holds; keys are judged by the type of their value, since structure role maps and
-    similar name-keyed dictionaries may use any name as a key."""
+    similar name-keyed dictionaries may use any name as a key. Reads only the keys `node` has (`keys`):
+    a lookup of an absent key costs pikepdf as much as a present one, and most nodes hold none of them."""
     kinds = []
-    kind = ACTIVE_ACTIONS.get(str(node.get("/S", "")))
+    kind = ACTIVE_ACTIONS.get(str(node["/S"])) if "/S" in keys else None
     if kind:
         kinds.append(kind)
-    if isinstance(node.get("/JS"), pikepdf.String | pikepdf.Stream) or _is(node, "/JavaScript", DICT):
+    if _is(node, keys, "/JS", pikepdf.String | pikepdf.Stream) or _is(node, keys, "/JavaScript", DICT):
         kinds.append("javascript")
-    if node.get("/Type") == pikepdf.Name.EmbeddedFile or _is(node, "/EF", DICT) \
-            or _is(node, "/EmbeddedFiles", DICT):
+    if ("/Type" in keys and node["/Type"] == pikepdf.Name.EmbeddedFile) or _is(node, keys, "/EF", DICT) \
+            or _is(node, keys, "/EmbeddedFiles", DICT):
         kinds.append("embedded_file")
-    subtype = str(node.get("/Subtype", ""))
-    if subtype == "/FileAttachment" and "/FS" in node:
+    subtype = str(node["/Subtype"]) if "/Subtype" in keys else ""
+    if subtype == "/FileAttachment" and "/FS" in keys:
         kinds.append("embedded_file")
-    if subtype in MEDIA_ANNOTATIONS or _is(node, "/RichMediaContent", DICT):
+    if subtype in MEDIA_ANNOTATIONS or _is(node, keys, "/RichMediaContent", DICT):
         kinds.append("rich_media")
-    if _is(node, "/XFA", pikepdf.Stream | pikepdf.Array):
+    if _is(node, keys, "/XFA", pikepdf.Stream | pikepdf.Array):
         kinds.append("xfa")
     for key, kind, types in HIDDEN_KEYS:
-        if _is(node, key, types):
+        if _is(node, keys, key, types):
             kinds.append(kind)
     return list(dict.fromkeys(kinds))
 
 
-def _is(node: pikepdf.Object, key: str, types: Any) -> bool:
-    return isinstance(node.get(key), types)
+def _is(node: pikepdf.Object, keys: frozenset[str], key: str, types: Any) -> bool:
+    return key in keys and isinstance(node[key], types)
 
 
 def residue_check(output: pikepdf.Pdf, policy: SanitizePolicy) -> dict[str, Any]:
