@@ -19,12 +19,14 @@ import pikepdf
 from docfence.core.errors import ActiveContentRefused, MalformedPdf
 from docfence.core.policy import SanitizePolicy
 from docfence.engines.sanitize_kinds import (
+    ARRAY,
     CATALOG_KEYS,
     HIDDEN_KEYS,
     MEDIA_ANNOTATIONS,
     Finding,
     action_kinds,
     decision,
+    is_container,
 )
 
 _MAX_EXAMPLES = 20
@@ -102,7 +104,7 @@ class _Sanitizer:
         if not isinstance(aa, pikepdf.Dictionary):
             return False
         changed = False
-        for trigger in list(aa.keys()):
+        for trigger in sorted(aa.keys()):  # pikepdf gives a set: sorted, so reports repeat
             changed |= self.action(aa, trigger, f"{where} /AA")
         if changed and not aa.keys():
             del holder["/AA"]
@@ -151,37 +153,37 @@ def _document(s: _Sanitizer) -> None:
     if isinstance(form, pikepdf.Dictionary):
         _fields(s, form)
     _outlines(s, root.get("/Outlines"))
-    for key in [str(k) for k in root.keys() if k not in CATALOG_KEYS]:  # noqa: SIM118
+    for key in sorted(str(k) for k in root.keys() if k not in CATALOG_KEYS):  # noqa: SIM118
         s.key(root, key, "private_data", "catalog")
 
 
 def _everywhere(s: _Sanitizer) -> None:
     """XMP, thumbnails, private data and associated/embedded files on every other object (images, forms,
-    fonts, structure elements and namespaces), including dictionaries nested directly inside them."""
+    fonts, structure elements and namespaces), including dictionaries nested directly inside them.
+    Each node is asked only for keys it has (pikepdf looks an absent key up as dearly as a present one)."""
     for obj in s.pdf.objects:
-        if not isinstance(obj, pikepdf.Dictionary | pikepdf.Stream | pikepdf.Array):
+        if not is_container(obj):
             continue
         stack: list[pikepdf.Object] = [obj]
         where = f"object {obj.objgen[0]}"
         while stack:
             node = stack.pop()
-            if isinstance(node, pikepdf.Array):
+            if node._type_code is ARRAY:
                 stack.extend(v for v in node if _direct_container(v))
                 continue
-            if not isinstance(node, pikepdf.Dictionary | pikepdf.Stream):
-                continue
+            keys = frozenset(node.keys())
             for key, kind, types in HIDDEN_KEYS:
-                if isinstance(node.get(key), types):
+                if key in keys and isinstance(node[key], types):
                     s.key(node, key, kind, where)
-            if isinstance(node.get("/AF"), pikepdf.Array | pikepdf.Dictionary):
+            if "/AF" in keys and isinstance(node["/AF"], pikepdf.Array | pikepdf.Dictionary):
                 s.key(node, "/AF", "embedded_file", where)
-            if isinstance(node.get("/EF"), pikepdf.Dictionary):
+            if "/EF" in keys and isinstance(node["/EF"], pikepdf.Dictionary):
                 s.key(node, "/EF", "embedded_file", where)
             stack.extend(v for v in node.values() if _direct_container(v))
 
 
 def _direct_container(value: pikepdf.Object) -> bool:
-    return isinstance(value, pikepdf.Dictionary | pikepdf.Array) and not value.is_indirect
+    return is_container(value, streams=False) and not value.is_indirect  # a stream is always indirect
 
 
 def _fields(s: _Sanitizer, form: pikepdf.Dictionary) -> None:

@@ -14,19 +14,18 @@ import pikepdf
 from docfence.core.policy import SanitizePolicy
 from docfence.engines.sanitize_kinds import (
     ACTIVE_ACTIONS,
+    ARRAY,
     CATALOG_KEYS,
     DICT,
     HIDDEN_KEYS,
     MEDIA_ANNOTATIONS,
     Finding,
+    is_container,
     stripped_kinds,
 )
 
 _MAX_NODES = 5_000_000
 _MAX_FAILURES = 10
-_ARRAY = pikepdf.ObjectType.array
-# compared by type code: pikepdf's isinstance goes through a Python-level metaclass check on every value
-_CONTAINERS = frozenset({pikepdf.ObjectType.dictionary, pikepdf.ObjectType.array, pikepdf.ObjectType.stream})
 # a node holding none of these keys holds no kind (_kinds reads nothing else)
 _TELLING_KEYS = frozenset({"/S", "/JS", "/JavaScript", "/Type", "/EF", "/EmbeddedFiles", "/Subtype",
                            "/RichMediaContent", "/XFA", *(key for key, _, _ in HIDDEN_KEYS)})
@@ -40,16 +39,16 @@ def find_residue(pdf: pikepdf.Pdf, policy: SanitizePolicy) -> list[Finding]:
     if "info_metadata" in wanted and isinstance(info, pikepdf.Dictionary) and info.keys():
         found.append(Finding("info_metadata", "trailer /Info"))
     if "private_data" in wanted:
-        found += [Finding("private_data", f"catalog {k}") for k in pdf.Root if k not in CATALOG_KEYS]
+        private = sorted(k for k in pdf.Root.keys() if k not in CATALOG_KEYS)  # noqa: SIM118 (a set: sorted)
+        found += [Finding("private_data", f"catalog {k}") for k in private]
     seen: set[tuple[int, int]] = set()
     stack: list[tuple[pikepdf.Object, str]] = [(pdf.Root, "catalog")]
     steps = 0
     while stack and steps < _MAX_NODES:
         steps += 1
         node, where = stack.pop()
-        code = node._type_code
-        if code == _ARRAY:
-            stack.extend((v, where) for v in node if _container(v))
+        if node._type_code is ARRAY:
+            stack.extend((v, where) for v in node if is_container(v))
             continue
         if node.is_indirect:
             if node.objgen in seen:
@@ -60,16 +59,11 @@ def find_residue(pdf: pikepdf.Pdf, policy: SanitizePolicy) -> list[Finding]:
         if keys & _TELLING_KEYS:
             found += [Finding(kind, where) for kind in _kinds(node, keys) if kind in wanted]
         for key, value in node.items():
-            if _container(value) and not _is_kept_link_uri(node, key, wanted):
+            if is_container(value) and not _is_kept_link_uri(node, key, wanted):
                 stack.append((value, where))
     if stack:
         found.append(Finding("unscanned", "the document is too large to scan completely"))
     return found
-
-
-def _container(value: object) -> bool:
-    # pikepdf hands numbers and booleans out as Python values; every other PDF object is a pikepdf.Object
-    return type(value) is pikepdf.Object and value._type_code in _CONTAINERS
 
 
 def _is_kept_link_uri(node: pikepdf.Object, key: str, wanted: frozenset[str]) -> bool:
