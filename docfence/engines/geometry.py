@@ -12,6 +12,8 @@ from docfence.core.errors import MalformedPdf
 Box = tuple[float, float, float, float]
 Matrix = tuple[float, float, float, float, float, float]
 _INHERITABLE_DEPTH = 64
+_DICTIONARY = pikepdf.ObjectType.dictionary
+_GEOMETRY_KEYS = ("/MediaBox", "/CropBox", "/Rotate")
 
 
 @dataclass(frozen=True)
@@ -46,14 +48,25 @@ class PageGeometry:
 
 def inherited(page: pikepdf.Dictionary, key: str) -> pikepdf.Object | None:
     """Look `key` up on the page, then on its /Parent chain (bounded: a loop cannot hang us)."""
-    node: pikepdf.Object | None = page
+    return inherited_values(page, (key,)).get(key)
+
+
+def inherited_values(page: pikepdf.Dictionary, keys: tuple[str, ...]) -> dict[str, pikepdf.Object]:
+    """Each of `keys` looked up as inherited() does, in one walk up the /Parent chain that reads each
+    node's key set once (pikepdf looks an absent key up as dearly as a present one); absent: left out."""
+    found: dict[str, pikepdf.Object] = {}
+    node: object = page
     for _ in range(_INHERITABLE_DEPTH):
-        if not isinstance(node, pikepdf.Dictionary):
-            return None
-        if key in node:
-            return node[key]
-        node = node.get("/Parent")
-    return None
+        if type(node) is not pikepdf.Object or node._type_code is not _DICTIONARY:
+            break
+        present = node.keys()
+        for key in keys:
+            if key not in found and key in present:
+                found[key] = node[key]
+        if len(found) == len(keys) or "/Parent" not in present:
+            break
+        node = node["/Parent"]
+    return found
 
 
 def as_box(value: pikepdf.Object | None) -> Box | None:
@@ -73,12 +86,13 @@ def intersect(a: Box, b: Box) -> Box:
 
 def page_geometry(page: pikepdf.Dictionary) -> PageGeometry:
     """Effective geometry, honouring inheritance; raises MalformedPdf when a page has no usable MediaBox."""
-    media = as_box(inherited(page, "/MediaBox"))
+    values = inherited_values(page, _GEOMETRY_KEYS)
+    media = as_box(values.get("/MediaBox"))
     if media is None or media[2] - media[0] <= 0 or media[3] - media[1] <= 0:
         raise MalformedPdf("A page has no usable MediaBox.")
-    crop = as_box(inherited(page, "/CropBox"))
+    crop = as_box(values.get("/CropBox"))
     crop = intersect(media, crop) if crop else media
-    raw_rotate = inherited(page, "/Rotate")
+    raw_rotate = values.get("/Rotate")
     try:
         rotate = int(raw_rotate) if raw_rotate is not None else 0
     except (TypeError, ValueError):
