@@ -26,23 +26,32 @@ _ROT_RE = re.compile(r"^Page\s+(\d+)\s+rot:\s+(-?\d+)", re.M)
 _PAGES_RE = re.compile(r"^Pages:\s+(\d+)", re.M)
 
 
-def _spawn(args: list[str], stdin: bytes | None) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        args,
-        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+class _Poppler:
+    """`pdfinfo` running on its own: it writes its report to an unnamed temporary file, never to a pipe.
+    Through a pipe, a long report (~700 KB for 2,000 pages) filled the 64 KB buffer within the first
+    pages and pdfinfo then waited for `finish`, doing the rest of its reading after every other check
+    was done instead of beside them. Its warnings go nowhere: only its report is read."""
 
+    def __init__(self, args: list[str]) -> None:
+        self.report = tempfile.TemporaryFile()  # noqa: SIM115 (closed by finish, or below)
+        try:
+            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=self.report,
+                                         stderr=subprocess.DEVNULL)
+        except BaseException:
+            self.report.close()
+            raise
 
-def _finish(proc: subprocess.Popen[bytes], stdin: bytes | None) -> tuple[int, str]:
-    try:
-        out, _ = proc.communicate(stdin, timeout=_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        return -1, ""
-    return proc.returncode, out.decode("utf-8", "replace")
+    def finish(self) -> tuple[int, str]:
+        """(exit code, report); (-1, "") when it ran out of time (it is killed)."""
+        with self.report:
+            try:
+                code = self.proc.wait(timeout=_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                return -1, ""
+            self.report.seek(0)
+            return code, self.report.read().decode("utf-8", "replace")
 
 
 def poppler_failures(text: str, expected: list[PageGeometry]) -> list[str]:
@@ -144,14 +153,14 @@ class SecondReader:
             if background else None
         )
         self.path: str | None = None
-        self.poppler: subprocess.Popen[bytes] | None = None
+        self.poppler: _Poppler | None = None
         if password:
             return
         fd, self.path = tempfile.mkstemp(suffix=".pdf", prefix="docfence-check-")
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
-            self.poppler = _spawn(["pdfinfo", "-box", "-f", "1", "-l", str(pages), self.path], None)
+            self.poppler = _Poppler(["pdfinfo", "-box", "-f", "1", "-l", str(pages), self.path])
         except BaseException:
             os.unlink(self.path)
             if self.structure is not None:
@@ -164,7 +173,7 @@ class SecondReader:
                      if self.structure is None else self.structure.result())
             failures = found if found is not None else [f"{self.qpdf_method} did not complete"]
             if self.poppler is not None:
-                p_code, text = _finish(self.poppler, None)
+                p_code, text = self.poppler.finish()
                 failures += (
                     poppler_failures(text, expected) if p_code == 0 else [f"pdfinfo failed (exit {p_code})"]
                 )

@@ -84,3 +84,23 @@ def test_an_encrypted_output_is_read_with_its_password() -> None:
     assert report["ok"] and report["readers"] == [second_reader.qpdf_method(True)]
     wrong = SecondReader(locked, "x", 1, parse_content=True).finish([])
     assert not wrong["ok"]
+
+
+def test_pdfinfo_reads_a_long_document_while_the_caller_works() -> None:
+    """pdfinfo's report on 400 pages (~70 KB, more than a pipe holds) must not wait for `finish`:
+    pdfinfo reads the whole output beside the caller's own checks and exits, and finish then sees every
+    page. (Through a pipe it stopped after the first pages until finish drained it.)"""
+    data = pdfs.many_pages(400)
+    reader = SecondReader(data, None, 400, parse_content=False)
+    assert reader.poppler is not None
+    assert reader.poppler.proc.wait(timeout=60) == 0  # exits with nobody reading its report
+    expected = _geometries(data)
+    moved = [*expected[:399], dataclasses.replace(expected[399], rotate=180)]
+    assert reader.finish(moved)["failures"] == ["poppler: page 400 rotation differs"]
+
+
+def test_a_pdfinfo_that_runs_out_of_time_is_killed_and_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(second_reader, "_TIMEOUT_S", 0.05)
+    hung = second_reader._Poppler(["sleep", "60"])  # a reader that never answers
+    assert hung.finish() == (-1, "")
+    assert hung.proc.returncode is not None  # killed and reaped, not left behind
