@@ -19,7 +19,8 @@ from typing import Any
 import httpx
 
 from docfence.benchmarks.dense import dense_pdf, stamp_pdf
-from docfence.config import environment, load_settings
+from docfence.config import load_settings
+from docfence.config.environment import environment
 from docfence.core.clock import monotonic
 from docfence.core.interpreter import module_command
 from docfence.harness.databases import temporary_pg_database

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from importlib import metadata
 from typing import TYPE_CHECKING
 
 from docfence.cli.errors import EXIT_USAGE, OneLineParser, run_command
@@ -60,18 +59,20 @@ def main(argv: list[str] | None = None) -> int:
 
 def _start_sandbox_early(argv: list[str]) -> Sandbox | None:
     """For `docfence watermark`: the sandbox's zygote (imports, fonts, warm-up: ~0.5 s) starts before
-    the other commands' modules are imported (~0.3 s), so the two overlap on a second core. Started
-    from this thread, which outlives the command (the zygote dies with the thread that started it)."""
+    anything else is imported, even the sandbox's own supervisor, so its warm-up overlaps the command's
+    imports (~0.3 s) on a second core from the first moment. Started from this thread, which outlives
+    the command (the zygote dies with the thread that started it)."""
     if _command_name(argv) != "watermark" or {"-h", "--help"} & set(argv):
+        return None
+    from docfence.sandbox.launch import spawn_zygote  # imports little: the start is not held up
+
+    try:
+        started = spawn_zygote("watermark")
+    except OSError:  # no process to spare just now: the command starts its own and reports the error
         return None
     from docfence.sandbox import Sandbox
 
-    sandbox = Sandbox("watermark")
-    try:
-        sandbox.start(wait=False)
-    except OSError:  # no process to spare just now: the command starts its own and reports the error
-        return None
-    return sandbox
+    return Sandbox.adopting("watermark", started)
 
 
 def _command_name(argv: list[str]) -> str | None:
@@ -100,6 +101,8 @@ def _share_metrics(argv: list[str]) -> None:
 
 
 def _version() -> str:
+    from importlib import metadata  # ~40 ms of imports, only for --version
+
     try:
         return metadata.version("docfence")
     except metadata.PackageNotFoundError:  # run from a source tree that was never installed

@@ -18,7 +18,8 @@ from typing import Any
 
 from docfence.cli.errors import EXIT_USAGE, describe, say
 from docfence.cli.output import add_json_flag, emit
-from docfence.config import environment, load_settings
+from docfence.config import load_settings
+from docfence.config.environment import environment
 from docfence.core.clock import SystemClock
 from docfence.core.errors import ConfigError, DocfenceError
 from docfence.providers import ProviderConfig, from_dict

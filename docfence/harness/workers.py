@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from docfence.config import environment
+from docfence.config.environment import environment
 from docfence.core.clock import monotonic
 from docfence.core.interpreter import module_command
 

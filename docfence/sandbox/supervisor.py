@@ -22,11 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from docfence.config import sandbox_environment
 from docfence.core.clock import monotonic
-from docfence.core.interpreter import module_command
 from docfence.core.policy import JobPolicy, Mode
-from docfence.sandbox import protocol
+from docfence.sandbox import launch, protocol
 from docfence.sandbox.confine import available
 from docfence.sandbox.outcomes import Outcome, from_answer, from_exit
 from docfence.sandbox.work import KINDS
@@ -185,18 +183,23 @@ class Sandbox:
         return self._control
 
     def _spawn(self) -> None:
-        """Start the zygote interpreter (from the calling thread: it dies with the thread that
-        started it, PR_SET_PDEATHSIG, so call this from a thread that lives as long as the sandbox)."""
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        with theirs:
-            self._proc = subprocess.Popen(
-                module_command("docfence.sandbox.zygote", "--parent", str(os.getpid()),
-                               "--fd", str(theirs.fileno()), "--profile", self.profile),
-                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, close_fds=True,
-                env=sandbox_environment(),  # no credentials for the zygote's render processes
-            )
-        self._control, self._ready = ours, False
+        """Start the zygote interpreter (launch.spawn_zygote: from the calling thread, with which it
+        dies, so call this from a thread that lives as long as the sandbox)."""
+        self._adopt(launch.spawn_zygote(self.profile))
+
+    def _adopt(self, started: tuple[subprocess.Popen[bytes], socket.socket]) -> None:
+        self._proc, self._control = started
+        self._ready = False
         self.starts += 1
+
+    @classmethod
+    def adopting(cls, profile: str, started: tuple[subprocess.Popen[bytes], socket.socket]) -> Sandbox:
+        """A sandbox whose first zygote is one launch.spawn_zygote(profile) already started (the CLI
+        starts it before importing this module); a restart later spawns its own, as ever."""
+        sandbox = cls(profile)
+        with sandbox._lock:
+            sandbox._adopt(started)
+        return sandbox
 
     def _await_ready(self) -> None:
         assert self._control is not None and self._proc is not None

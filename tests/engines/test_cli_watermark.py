@@ -116,17 +116,17 @@ def _count_zygote_starts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     parser (which imports every other command's modules) had been built yet in this `main` ("late") or
     not ("early")."""
     from docfence import cli
-    from docfence.sandbox.supervisor import Sandbox
+    from docfence.sandbox import launch
 
     started: list[str] = []
     parsers: list[int] = []
-    spawn, build = Sandbox._spawn, cli.build_parser
+    spawn, build = launch.spawn_zygote, cli.build_parser
 
     main = cli.main
 
-    def counted(self: Sandbox) -> None:
-        started.append(f"{self.profile} {'late' if parsers else 'early'}")
-        spawn(self)
+    def counted(profile: str) -> object:
+        started.append(f"{profile} {'late' if parsers else 'early'}")
+        return spawn(profile)
 
     def built() -> object:
         parsers.append(1)
@@ -136,7 +136,7 @@ def _count_zygote_starts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         parsers.clear()
         return main(argv)
 
-    monkeypatch.setattr(Sandbox, "_spawn", counted)
+    monkeypatch.setattr(launch, "spawn_zygote", counted)
     monkeypatch.setattr(cli, "build_parser", built)
     monkeypatch.setattr(cli, "main", fresh_main)
     return started

@@ -1,0 +1,30 @@
+"""Starting a zygote interpreter: its command, its environment and its control socket. Imports only what
+the start itself needs, so `docfence watermark` can start the zygote before it imports anything else."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+
+from docfence.config.environment import sandbox_environment
+from docfence.core.interpreter import module_command
+
+
+def spawn_zygote(profile: str) -> tuple[subprocess.Popen[bytes], socket.socket]:
+    """Start a zygote of `profile` (supervisor.PROFILES); returns the process and our end of its control
+    socket. It dies with the thread that called this (PR_SET_PDEATHSIG), so call it from a thread that
+    lives as long as the sandbox. Raises OSError when no process can be started."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        with theirs:
+            proc = subprocess.Popen(
+                module_command("docfence.sandbox.zygote", "--parent", str(os.getpid()),
+                               "--fd", str(theirs.fileno()), "--profile", profile),
+                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, close_fds=True,
+                env=sandbox_environment(),  # no credentials for the zygote's render processes
+            )
+    except BaseException:
+        ours.close()
+        raise
+    return proc, ours
