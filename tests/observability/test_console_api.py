@@ -57,7 +57,7 @@ def test_read_key_sees_its_tenant_only_and_cannot_pause(served: Served) -> None:
 
 def test_a_tenant_admin_sees_its_tenant_only_and_cannot_pause(served: Served) -> None:
     mine, theirs = submit(served.store, tenant="acme"), submit(served.store, tenant="other")
-    served.store.claim("host-4242-abcdef", limit=5)
+    served.store.claim("host-987654321-abcdef", limit=5)
     admin = served.service.create_api_key("acme", ("admin",))[1]
     with httpx.Client(base_url=served.base_url, headers=_auth(admin), timeout=10) as http:
         assert http.get("/console/api/whoami").json() == {"tenant": "acme", "all_tenants": False,
@@ -74,7 +74,7 @@ def test_a_tenant_admin_sees_its_tenant_only_and_cannot_pause(served: Served) ->
             assert http.post(path, json={"scope": "all"}).status_code == 403
         mode = http.post("/console/api/class-modes", json={"document_class": "default", "mode": "raster"})
         assert mode.status_code == 403
-    assert "4242" not in repr(detail) and detail["attempts"][0]["worker"].startswith("worker-")
+    assert "987654321" not in repr(detail) and detail["attempts"][0]["worker"].startswith("worker-")
     assert served.store.paused_scopes() == [] and served.store.class_modes() == {}
 
 

@@ -202,7 +202,7 @@ def test_rows_show_kind_lease_holder_and_highlight_expired_leases_and_overdue_jo
 ) -> None:
     served, clock = clocked
     stuck = submit(served.store).id
-    assert served.store.claim("db7-host-4242-abcdef", limit=1)[0].job.id == stuck
+    assert served.store.claim("db7-host-987654321-abcdef", limit=1)[0].job.id == stuck
     clock.advance(10 * 24 * 3600)  # past the lease and the deadline: the worker vanished
     fresh = submit(served.store).id
     context = browser.new_context(viewport={"width": 1400, "height": 900})
@@ -214,12 +214,12 @@ def test_rows_show_kind_lease_holder_and_highlight_expired_leases_and_overdue_jo
         page.wait_for_selector(f'{row}.lease-expired.overdue[data-lease-expired="1"][data-overdue="1"]')
         text = page.inner_text(row)
         assert "watermark" in text and "expired" in text and "overdue by" in text
-        assert "4242" not in text and "worker-" in text  # a tenant key sees the holder's alias
+        assert "987654321" not in text and "worker-" in text  # a tenant key sees the holder's alias
         assert page.get_attribute(f'tr[data-job-id="{fresh}"]', "class") == ""
         assert page.get_attribute(f'tr[data-job-id="{fresh}"]', "data-overdue") == "0"
         page.click("#logout")
         _sign_in(page, served, served.service.create_api_key("ops", ("operator",))[1])
-        page.wait_for_selector(f'{row} td:has-text("db7-host-4242-abcdef")')  # operators see the host
+        page.wait_for_selector(f'{row} td:has-text("db7-host-987654321-abcdef")')  # operators see the host
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "console-highlights.png"), full_page=True)
     finally:
