@@ -60,14 +60,18 @@ def main(argv: list[str] | None = None) -> int:
 def _start_sandbox_early(argv: list[str]) -> Sandbox | None:
     """For `docfence watermark`: the sandbox's zygote (imports, fonts, warm-up: ~0.5 s) starts before
     anything else is imported, even the sandbox's own supervisor, so its warm-up overlaps the command's
-    imports (~0.3 s) on a second core from the first moment. Started from this thread, which outlives
-    the command (the zygote dies with the thread that started it)."""
+    imports (~0.3 s) on a second core from the first moment; it warms for this run only (no idle-time
+    steps taking a core from the run). Started from this thread, which outlives the command (the zygote
+    dies with the thread that started it)."""
     if _command_name(argv) != "watermark" or {"-h", "--help"} & set(argv):
         return None
     from docfence.sandbox.launch import spawn_zygote  # imports little: the start is not held up
 
+    # every mark's text comes from these arguments (fields such as {date} and {sha8} are ASCII): when all
+    # are ASCII, the zygote need not parse the fallback fonts (the CJK one alone ~0.16 s) before forking
+    text = "ascii" if all(arg.isascii() for arg in argv) else "any"
     try:
-        started = spawn_zygote("watermark")
+        started = spawn_zygote("watermark", command_line=text)
     except OSError:  # no process to spare just now: the command starts its own and reports the error
         return None
     from docfence.sandbox import Sandbox

@@ -11,16 +11,21 @@ from docfence.config.environment import sandbox_environment
 from docfence.core.interpreter import module_command
 
 
-def spawn_zygote(profile: str) -> tuple[subprocess.Popen[bytes], socket.socket]:
+def spawn_zygote(
+    profile: str, *, command_line: str | None = None
+) -> tuple[subprocess.Popen[bytes], socket.socket]:
     """Start a zygote of `profile` (supervisor.PROFILES); returns the process and our end of its control
     socket. It dies with the thread that called this (PR_SET_PDEATHSIG), so call it from a thread that
-    lives as long as the sandbox. Raises OSError when no process can be started."""
+    lives as long as the sandbox. `command_line` ("ascii" or "any": the text its marks may hold): a
+    zygote for one run of the docfence command (zygote.main's --command-line). Raises OSError when no
+    process can be started."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         with theirs:
             proc = subprocess.Popen(
                 module_command("docfence.sandbox.zygote", "--parent", str(os.getpid()),
-                               "--fd", str(theirs.fileno()), "--profile", profile),
+                               "--fd", str(theirs.fileno()), "--profile", profile,
+                               *(["--command-line", command_line] if command_line else [])),
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, close_fds=True,
                 env=sandbox_environment(),  # no credentials for the zygote's render processes
             )

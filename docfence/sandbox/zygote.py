@@ -248,10 +248,12 @@ def _vm_size_bytes() -> int:
         os.close(fd)
 
 
-def warm() -> None:
+def warm(*, every_font: bool = True) -> None:
     """What must be done before the first task: imports, fonts, the watermark layer and pdfium's own
     initialisation, by running a generated sample (no user data) through the vector engine. The rest
-    (WARM_LATER) runs while the zygote is idle, so a restarted worker can start its first job sooner."""
+    (WARM_LATER) runs while the zygote is idle, so a restarted worker can start its first job sooner.
+    `every_font=False` parses only the first font, which draws every ASCII character (the text falls
+    back to the next font only for a character the first lacks; a child needing one parses it)."""
     import pikepdf  # noqa: F401
     import PIL.Image  # noqa: F401
     import pypdfium2  # noqa: F401
@@ -262,7 +264,8 @@ def warm() -> None:
 
     # every font before the first fork (~0.2 s, the CJK fallback most of it): a child forked earlier
     # would parse the CJK font itself whenever its text needs it, ~0.12 s and ~40 MB a job
-    for font in available_fonts():  # character maps and glyph sets parsed once, shared by every child
+    fonts = available_fonts()
+    for font in fonts if every_font else fonts[:1]:  # parsed once, shared by every child
         font.getBestCmap()
         font.getGlyphSet()
     _sample(Mode.VECTOR)
@@ -347,6 +350,7 @@ def warm_later(profile: str) -> tuple[Callable[[], None], ...]:
         return tuple(step for step in WARM_LATER if step is not _import_reports)
     return WARM_LATER
 IDLE_BEFORE_WARMING_S = 0.5  # a steady stream of tasks (a CLI batch) is never held up by warm-up steps
+COMMAND_LINE_TEXT = ("ascii", "any")  # what the --command-line zygote's marks may hold (main)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -354,6 +358,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parent", type=int, required=True)
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--profile", choices=("all", "watermark", "report", "sign"), default="all")
+    parser.add_argument("--command-line", choices=COMMAND_LINE_TEXT, default=None,
+                        help="started by one run of the docfence command: no idle-time warm-up (it would "
+                             "take a core from that run's own work); with 'ascii' (every argument is "
+                             "ASCII, so is every mark) only the first font is parsed before the first fork")
     args = parser.parse_args(argv)
     protocol.die_with_parent(args.parent)
     protocol.set_process_name(protocol.ZYGOTE_NAME)
@@ -363,11 +371,11 @@ def main(argv: list[str] | None = None) -> int:
         _warm_sign()
         Zygote(control).serve(())
         return 0
-    warm()
+    warm(every_font=args.command_line != "ascii")
     if args.profile == "report":
         _import_reports()
         _freeze()
-    Zygote(control).serve(warm_later(args.profile))
+    Zygote(control).serve(() if args.command_line else warm_later(args.profile))
     return 0
 
 

@@ -114,7 +114,7 @@ def test_cli_reads_no_setting_but_the_limits(tmp_path: Path, monkeypatch: pytest
 def _count_zygote_starts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The profiles of the zygotes started from now on; each start also notes whether the command's
     parser (which imports every other command's modules) had been built yet in this `main` ("late") or
-    not ("early")."""
+    not ("early"), and the text its marks may hold (--command-line: ascii or any; None: not a CLI's)."""
     from docfence import cli
     from docfence.sandbox import launch
 
@@ -124,9 +124,9 @@ def _count_zygote_starts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     main = cli.main
 
-    def counted(profile: str) -> object:
-        started.append(f"{profile} {'late' if parsers else 'early'}")
-        return spawn(profile)
+    def counted(profile: str, command_line: str | None = None) -> object:
+        started.append(f"{profile} {'late' if parsers else 'early'} {command_line}")
+        return spawn(profile, command_line=command_line)
 
     def built() -> object:
         parsers.append(1)
@@ -152,7 +152,7 @@ def test_the_command_line_starts_the_zygote_before_its_other_imports_and_uses_th
     from docfence import cli
     from docfence.testing.proctree import children
 
-    early = "watermark early"
+    early = "watermark early ascii"
     already = set(children(os.getpid()))  # what earlier tests of this process left running is theirs
     started = _count_zygote_starts(monkeypatch)
     src = tmp_path / "a.pdf"
@@ -170,3 +170,22 @@ def test_the_command_line_starts_the_zygote_before_its_other_imports_and_uses_th
         cli.main(["--debug", "watermark"])  # usage error: no input, no --out
     assert started == [early] * 3  # --help starts nothing
     assert set(children(os.getpid())) <= already
+
+
+def test_marks_beyond_ascii_draw_whether_or_not_the_zygote_parsed_the_fallback_fonts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command line with a non-ASCII argument gets a zygote that parsed every font ("any"); an ASCII
+    one parses only the first font before forking, so a mark that still needs the CJK fallback (its
+    text escaped in --mark's JSON) has its render process parse that font itself: slower, never wrong."""
+    from docfence import cli
+
+    started = _count_zygote_starts(monkeypatch)
+    src = tmp_path / "a.pdf"
+    src.write_bytes(pdfs.links())
+    assert cli.main(["watermark", str(src), "--out", str(tmp_path / "o1"), "--text", "患者 Müller"]) == 0
+    escaped = json.dumps({"text": "患者 {page}/{pages}", "position": "footer"})  # ASCII: \u60a3\u8005
+    assert escaped.isascii()
+    assert cli.main(["watermark", str(src), "--out", str(tmp_path / "o2"), "--mark", escaped]) == 0
+    assert started == ["watermark early any", "watermark early ascii"]
+    for out in (tmp_path / "o1" / "a.watermarked.pdf", tmp_path / "o2" / "a.watermarked.pdf"):
+        assert out.read_bytes().startswith(b"%PDF-")  # validated: each mark was found on its pages
