@@ -272,3 +272,16 @@ def test_damaged_stream_data_a_page_uses_is_refused_in_vector_mode_before_any_re
     assert "does not decode" in refused.value.message
     assert preflight(_with_damaged_image(used=True), JobPolicy(mode=Mode.RASTER)).pages
     assert preflight(_with_damaged_image(used=False), JobPolicy()).pages
+
+
+@pytest.mark.parametrize("pages", [1, 250])  # one page: the serial walk; 250: the pieces split across cores
+def test_an_inline_image_without_its_data_is_refused(pages: int) -> None:
+    """`BI EI` with neither a dictionary nor `ID`: libqpdf tokenises it, pikepdf fails to assemble the
+    inline image. The content check parses only for its errors, but keeps inline images among what it
+    hands back, so this page is still refused, not half-rendered (a check that hands nothing back
+    passed it)."""
+    pdf = pikepdf.open(io.BytesIO(pdfs.many_pages(pages)))
+    page = pdf.pages[pages - 1].obj
+    page.Contents = pdf.make_stream(b"q BI EI Q 0 0 m 10 10 l S")
+    with pytest.raises(MalformedPdf):
+        preflight(_save(pdf), JobPolicy())
