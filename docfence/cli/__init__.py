@@ -67,16 +67,22 @@ def _start_sandbox_early(argv: list[str]) -> Sandbox | None:
         return None
     from docfence.sandbox.launch import spawn_zygote  # imports little: the start is not held up
 
-    # every mark's text comes from these arguments (fields such as {date} and {sha8} are ASCII): when all
-    # are ASCII, the zygote need not parse the fallback fonts (the CJK one alone ~0.16 s) before forking
-    text = "ascii" if all(arg.isascii() for arg in argv) else "any"
     try:
-        started = spawn_zygote("watermark", command_line=text)
+        started = spawn_zygote("watermark", command_line=mark_text(argv))
     except OSError:  # no process to spare just now: the command starts its own and reports the error
         return None
     from docfence.sandbox import Sandbox
 
     return Sandbox.adopting("watermark", started)
+
+
+def mark_text(argv: list[str]) -> str:
+    """"ascii" when no mark of this command line can hold a character beyond ASCII, else "any". Every
+    mark's text comes from the arguments (--text, --mark, --recipient...; the other fields, such as
+    {date}, {page} and {sha8}, are ASCII), and --mark's JSON can spell any character as a \\u escape.
+    With "ascii" the zygote parses only its first font before forking (the CJK fallback alone takes
+    ~0.16 s); a render process that needs another font still parses it itself, only slower."""
+    return "ascii" if all(arg.isascii() and "\\u" not in arg for arg in argv) else "any"
 
 
 def _command_name(argv: list[str]) -> str | None:

@@ -251,9 +251,11 @@ def _vm_size_bytes() -> int:
 def warm(*, every_font: bool = True) -> None:
     """What must be done before the first task: imports, fonts, the watermark layer and pdfium's own
     initialisation, by running a generated sample (no user data) through the vector engine. The rest
-    (WARM_LATER) runs while the zygote is idle, so a restarted worker can start its first job sooner.
-    `every_font=False` parses only the first font, which draws every ASCII character (the text falls
-    back to the next font only for a character the first lacks; a child needing one parses it)."""
+    (WARM_LATER) runs while the zygote is idle, so a restarted worker can start its first job sooner;
+    a zygote for one command-line run skips it (main's --command-line), so in a batch of raster files
+    each render process warms the raster stack itself. `every_font=False` parses only the first font,
+    which draws every ASCII character (the text falls back to the next font only for a character the
+    first lacks; a child needing one parses it)."""
     import pikepdf  # noqa: F401
     import PIL.Image  # noqa: F401
     import pypdfium2  # noqa: F401
@@ -360,8 +362,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", choices=("all", "watermark", "report", "sign"), default="all")
     parser.add_argument("--command-line", choices=COMMAND_LINE_TEXT, default=None,
                         help="started by one run of the docfence command: no idle-time warm-up (it would "
-                             "take a core from that run's own work); with 'ascii' (every argument is "
-                             "ASCII, so is every mark) only the first font is parsed before the first fork")
+                             "take a core from that run's own work); with 'ascii' (no mark can hold "
+                             "another character: cli.mark_text) only the first font is parsed before "
+                             "the first fork")
     args = parser.parse_args(argv)
     protocol.die_with_parent(args.parent)
     protocol.set_process_name(protocol.ZYGOTE_NAME)

@@ -152,11 +152,11 @@ def test_the_command_line_starts_the_zygote_before_its_other_imports_and_uses_th
     from docfence import cli
     from docfence.testing.proctree import children
 
-    early = "watermark early ascii"
     already = set(children(os.getpid()))  # what earlier tests of this process left running is theirs
     started = _count_zygote_starts(monkeypatch)
     src = tmp_path / "a.pdf"
     src.write_bytes(pdfs.links())
+    early = f"watermark early {cli.mark_text([str(src), str(tmp_path)])}"  # "any" where tmp is not ASCII
     assert cli.main(["watermark", str(src), "--out", str(tmp_path / "o")]) == 0
     assert started == [early]
     assert (tmp_path / "o" / "a.watermarked.pdf").read_bytes().startswith(b"%PDF-")
@@ -172,20 +172,12 @@ def test_the_command_line_starts_the_zygote_before_its_other_imports_and_uses_th
     assert set(children(os.getpid())) <= already
 
 
-def test_marks_beyond_ascii_draw_whether_or_not_the_zygote_parsed_the_fallback_fonts(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A command line with a non-ASCII argument gets a zygote that parsed every font ("any"); an ASCII
-    one parses only the first font before forking, so a mark that still needs the CJK fallback (its
-    text escaped in --mark's JSON) has its render process parse that font itself: slower, never wrong."""
-    from docfence import cli
+def test_a_command_line_that_may_hold_other_characters_gets_every_font_parsed() -> None:
+    """"ascii" only when no mark can hold another character: a non-ASCII argument or a \\u escape in
+    --mark's JSON makes it "any" (the zygote then parses every font before forking)."""
+    from docfence.cli import mark_text
 
-    started = _count_zygote_starts(monkeypatch)
-    src = tmp_path / "a.pdf"
-    src.write_bytes(pdfs.links())
-    assert cli.main(["watermark", str(src), "--out", str(tmp_path / "o1"), "--text", "患者 Müller"]) == 0
-    escaped = json.dumps({"text": "患者 {page}/{pages}", "position": "footer"})  # ASCII: \u60a3\u8005
-    assert escaped.isascii()
-    assert cli.main(["watermark", str(src), "--out", str(tmp_path / "o2"), "--mark", escaped]) == 0
-    assert started == ["watermark early any", "watermark early ascii"]
-    for out in (tmp_path / "o1" / "a.watermarked.pdf", tmp_path / "o2" / "a.watermarked.pdf"):
-        assert out.read_bytes().startswith(b"%PDF-")  # validated: each mark was found on its pages
+    assert mark_text(["watermark", "a.pdf", "--out", "o", "--text", "CONFIDENTIAL"]) == "ascii"
+    assert mark_text(["watermark", "a.pdf", "--out", "o", "--text", "患者 Müller"]) == "any"
+    escaped = json.dumps({"text": "患者 {page}/{pages}", "position": "footer"})
+    assert escaped.isascii() and mark_text(["watermark", "a.pdf", "--mark", escaped]) == "any"

@@ -228,3 +228,17 @@ def test_a_zygote_runs_its_parents_docfence_whatever_the_working_directory_holds
         outcome = box.run(Task("watermark", src, tmp_path / "out.pdf", LONG))
     assert outcome.ok, outcome
     assert (tmp_path / "out.pdf").read_bytes().startswith(b"%PDF-")
+
+
+def test_a_render_process_parses_a_fallback_font_its_zygote_did_not(tmp_path: Path) -> None:
+    """A command-line zygote for ASCII text parses only its first font before forking; a task whose
+    mark needs the CJK fallback still draws it (its render process parses the font) and validates."""
+    from docfence.core.policy import WatermarkSpec
+    from docfence.sandbox.launch import spawn_zygote
+
+    policy = JobPolicy(watermark=WatermarkSpec(text="患者 Müller"))
+    with Sandbox.adopting("watermark", spawn_zygote("watermark", command_line="ascii")) as ascii_only:
+        task = Task("watermark", _input(tmp_path, pdfs.links()), tmp_path / "o.pdf", policy)
+        outcome = ascii_only.run(task)
+    assert outcome.ok, outcome
+    assert (tmp_path / "o.pdf").read_bytes().startswith(b"%PDF-")
