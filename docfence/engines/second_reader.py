@@ -41,6 +41,13 @@ class _Poppler:
             self.report.close()
             raise
 
+    def stop(self) -> None:
+        """Kill it (if it still runs), reap it and close its report."""
+        with self.report:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait()
+
     def finish(self) -> tuple[int, str]:
         """(exit code, report); (-1, "") when it ran out of time (it is killed)."""
         with self.report:
@@ -177,6 +184,10 @@ class SecondReader:
                 failures += (
                     poppler_failures(text, expected) if p_code == 0 else [f"pdfinfo failed (exit {p_code})"]
                 )
+        except BaseException:
+            if self.poppler is not None:
+                self.poppler.stop()  # killed and reaped, its report closed: nothing left behind
+            raise
         finally:
             if self.path is not None:
                 os.unlink(self.path)

@@ -104,3 +104,18 @@ def test_a_pdfinfo_that_runs_out_of_time_is_killed_and_fails(monkeypatch: pytest
     hung = second_reader._Poppler(["sleep", "60"])  # a reader that never answers
     assert hung.finish() == (-1, "")
     assert hung.proc.returncode is not None  # killed and reaped, not left behind
+
+
+def test_a_failing_structure_read_leaves_no_pdfinfo_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An error out of the libqpdf read propagates, and pdfinfo is killed and reaped with it."""
+    def breaks(*_: object, **__: object) -> list[str]:
+        raise MemoryError("out of memory in the structure read")
+
+    monkeypatch.setattr(second_reader, "qpdf_read", breaks)
+    data = pdfs.many_pages(2)
+    reader = SecondReader(data, None, 2, parse_content=False)
+    assert reader.poppler is not None
+    with pytest.raises(MemoryError):
+        reader.finish(_geometries(data))
+    assert reader.poppler.proc.returncode is not None and reader.poppler.report.closed
+    assert reader.path is not None and not os.path.exists(reader.path)
