@@ -55,6 +55,8 @@ class ArtShop:
     def __init__(self, pdf: pikepdf.Pdf) -> None:
         self.pdf = pdf
         self._made: dict[tuple[str, str], Art] = {}
+        self._chunks: dict[str, tuple[pikepdf.Stream | None, tuple[float, float, float, float], float]] = {}
+        self._named_for: dict[tuple[str, ...], Art] = {}
 
     def art(self, mark: PageMark) -> Art:
         spec = mark.spec
@@ -86,26 +88,42 @@ class ArtShop:
         """Runs laid end to end: a static run is one shared form (`/S<k>`), the page number one shared
         form per digit (`/D<digit>`): a footer "7/20" draws the form of the text before it, of "7" and of
         "/20". Every page of the mark names the same set of forms, so its forms share one resource
-        dictionary (`Art.key`)."""
+        dictionary (`Art.key`). Laid out once per page of a 2,000-page footer: each chunk's form and
+        extent come from `_chunk`, looked up once per output file."""
         statics = tuple(text for text, per_page in mark.runs if not per_page)
-        named = self._once(("named", "\x00".join(statics)), lambda: self._named(statics))  # type: ignore[arg-type]
-        x, box, pieces, ops, k = 0.0, None, [], [], 0
+        named = self._named_for.get(statics)
+        if named is None:
+            named = self._named_for[statics] = self._named(statics)
+        x, pieces, ops, k = 0.0, [], [], 0
+        x0 = y0 = float("inf")
+        x1 = y1 = float("-inf")
         for text, per_page in mark.runs:
-            for chunk in (text if per_page else [text]):
-                if not chunk.strip():
-                    x += _SPACE * len(chunk)
+            for chunk in (text if per_page else (text,)):
+                form, (b0, b1, b2, b3), advance = self._chunk(chunk)
+                if form is None:  # blank: only its width
+                    x += advance
                     continue
-                piece = self._once(("text", chunk), lambda c=chunk: self._text(c))  # type: ignore[misc]
-                name = f"/D{chunk}" if per_page else f"/S{k}"
-                pieces.append((x, piece.form))
-                ops.append(f"q 1 0 0 1 {x:.1f} 0 cm {name} Do Q")
-                b = piece.outline.bbox
-                box = _union(box, (b[0] + x, b[1], b[2] + x, b[3]))
-                x += piece.outline.advance
+                pieces.append((x, form))
+                ops.append(f"q 1 0 0 1 {x:.1f} 0 cm {'/D' + chunk if per_page else f'/S{k}'} Do Q")
+                x0, y0, x1, y1 = min(x0, b0 + x), min(y0, b1), max(x1, b2 + x), max(y1, b3)
+                x += advance
             k += 0 if per_page else 1
-        if box is None:
+        if not pieces:
             raise ConfigError("the mark text has nothing visible to draw")
-        return Art(tuple(pieces), Outline(b"", box, x), " ".join(ops), named.named, ("runs", *statics))
+        return Art(tuple(pieces), Outline(b"", (x0, y0, x1, y1), x), " ".join(ops), named.named,
+                   ("runs", *statics))
+
+    def _chunk(self, chunk: str) -> tuple[pikepdf.Stream | None, tuple[float, float, float, float], float]:
+        """(form, outline box, advance) of one run or digit; (None, zero box, its width) when blank."""
+        found = self._chunks.get(chunk)
+        if found is None:
+            if not chunk.strip():
+                found = (None, (0.0, 0.0, 0.0, 0.0), _SPACE * len(chunk))
+            else:
+                piece = self._once(("text", chunk), lambda: self._text(chunk))
+                found = (piece.form, piece.outline.bbox, piece.outline.advance)
+            self._chunks[chunk] = found
+        return found
 
     def _named(self, statics: tuple[str, ...]) -> Art:
         """The forms every page of a `{page}` mark may draw: its static runs and the ten digits."""
@@ -259,13 +277,6 @@ def _svg_source(data: bytes) -> pikepdf.Pdf:
 
 def _pad(bbox: tuple[float, float, float, float]) -> tuple[float, ...]:
     return (bbox[0] - 10, bbox[1] - 10, bbox[2] + 10, bbox[3] + 10)
-
-
-def _union(a: tuple[float, float, float, float] | None,
-           b: tuple[float, float, float, float]) -> tuple[float, float, float, float]:
-    if a is None:
-        return b
-    return (min(a[0], b[0]), min(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3]))
 
 
 __all__ = ["Art", "ArtShop", "check_image", "decode_image"]
