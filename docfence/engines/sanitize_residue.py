@@ -26,9 +26,6 @@ from docfence.engines.sanitize_kinds import (
 
 _MAX_NODES = 5_000_000
 _MAX_FAILURES = 10
-# a node holding none of these keys holds no kind (_kinds reads nothing else)
-_TELLING_KEYS = frozenset({"/S", "/JS", "/JavaScript", "/Type", "/EF", "/EmbeddedFiles", "/Subtype",
-                           "/RichMediaContent", "/XFA", *(key for key, _, _ in HIDDEN_KEYS)})
 
 
 def find_residue(pdf: pikepdf.Pdf, policy: SanitizePolicy) -> list[Finding]:
@@ -55,9 +52,7 @@ def find_residue(pdf: pikepdf.Pdf, policy: SanitizePolicy) -> list[Finding]:
                 continue
             seen.add(node.objgen)
             where = f"object {node.objgen[0]}"
-        keys = frozenset(node.keys())
-        if keys & _TELLING_KEYS:
-            found += [Finding(kind, where) for kind in _kinds(node, keys) if kind in wanted]
+        found += [Finding(kind, where) for kind in _kinds(node, frozenset(node.keys())) if kind in wanted]
         for key, value in node.items():
             if is_container(value) and not _is_kept_link_uri(node, key, wanted):
                 stack.append((value, where))
