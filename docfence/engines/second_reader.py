@@ -49,14 +49,13 @@ class _Poppler:
             self.proc.wait()
 
     def finish(self) -> tuple[int, str]:
-        """(exit code, report); (-1, "") when it ran out of time (it is killed)."""
+        """(exit code, report); (-1, "") when it ran out of time (it is stopped)."""
+        try:
+            code = self.proc.wait(timeout=_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            return -1, ""
         with self.report:
-            try:
-                code = self.proc.wait(timeout=_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-                return -1, ""
             self.report.seek(0)
             return code, self.report.read().decode("utf-8", "replace")
 
