@@ -8,11 +8,11 @@ from dataclasses import dataclass
 import pikepdf
 
 from docfence.core.errors import MalformedPdf
+from docfence.engines.pdf_objects import is_dictionary
 
 Box = tuple[float, float, float, float]
 Matrix = tuple[float, float, float, float, float, float]
 _INHERITABLE_DEPTH = 64
-_DICTIONARY = pikepdf.ObjectType.dictionary
 _GEOMETRY_KEYS = ("/MediaBox", "/CropBox", "/Rotate")
 
 
@@ -57,7 +57,7 @@ def inherited_values(page: pikepdf.Dictionary, keys: tuple[str, ...]) -> dict[st
     found: dict[str, pikepdf.Object] = {}
     node: object = page
     for _ in range(_INHERITABLE_DEPTH):
-        if type(node) is not pikepdf.Object or node._type_code is not _DICTIONARY:
+        if not is_dictionary(node):
             break
         present = node.keys()
         for key in keys:

@@ -18,15 +18,14 @@ import pikepdf
 
 from docfence.core.errors import ActiveContentRefused, MalformedPdf
 from docfence.core.policy import SanitizePolicy
+from docfence.engines.pdf_objects import ARRAY, is_container
 from docfence.engines.sanitize_kinds import (
-    ARRAY,
     CATALOG_KEYS,
     HIDDEN_KEYS,
     MEDIA_ANNOTATIONS,
     Finding,
     action_kinds,
     decision,
-    is_container,
 )
 
 _MAX_EXAMPLES = 20

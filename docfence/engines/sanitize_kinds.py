@@ -49,20 +49,6 @@ CATALOG_KEYS = frozenset({
 })
 
 
-DICTIONARY, ARRAY, STREAM = pikepdf.ObjectType.dictionary, pikepdf.ObjectType.array, pikepdf.ObjectType.stream
-
-
-def is_container(value: object, *, streams: bool = True) -> bool:
-    """Whether `value` is a dictionary, an array or (with `streams`) a stream, for the object walks: one
-    attribute read and identity tests, where pikepdf's isinstance runs a Python-level metaclass check
-    per class and hashing its type enum runs Python code too. pikepdf hands numbers and booleans out as
-    Python values; every other PDF object is a pikepdf.Object."""
-    if type(value) is not pikepdf.Object:
-        return False
-    code = value._type_code
-    return code is DICTIONARY or code is ARRAY or (streams and code is STREAM)
-
-
 @dataclass(frozen=True)
 class Finding:
     """One item found: its kind and where (page numbers and key paths; never document content)."""

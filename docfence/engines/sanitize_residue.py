@@ -12,15 +12,14 @@ from typing import Any
 import pikepdf
 
 from docfence.core.policy import SanitizePolicy
+from docfence.engines.pdf_objects import ARRAY, is_container
 from docfence.engines.sanitize_kinds import (
     ACTIVE_ACTIONS,
-    ARRAY,
     CATALOG_KEYS,
     DICT,
     HIDDEN_KEYS,
     MEDIA_ANNOTATIONS,
     Finding,
-    is_container,
     stripped_kinds,
 )
 
