@@ -25,18 +25,23 @@ MAX_IMAGE_PIXELS = 4096 * 4096
 _SPACE = UNITS * 0.3  # outline_text's advance for a space
 
 
+SLOT = "\x00"  # in `Art.draw`: where one digit of the page number goes (see `fill_slots`)
+
+
 @dataclass(frozen=True)
 class Art:
     """What a mark draws as forms placed along the line (x offset in outline units, form), and its
     extent (the layout reads `outline.bbox`, `.width`, `.height`). Static text and images are one form;
-    text with `{page}` is its static runs' forms plus one shared form per character of the page number,
-    so each page adds only the few bytes that place them."""
+    text with `{page}` is its static runs' forms plus one shared form per digit of the page number, so
+    each page adds only the few bytes that place them. Such an art is a template shared by every page
+    whose page number has as many digits: `draw` names each digit's form `/D` + SLOT, filled per page."""
 
     pieces: tuple[tuple[float, pikepdf.Stream], ...]
     outline: Outline
     draw: str = "/DfText Do"  # the operators drawing the pieces, by the names of `named`
     named: tuple[tuple[str, pikepdf.Stream], ...] = ()  # resource name -> form (each form once)
     key: tuple[str, ...] = ()  # when set: every art of this key names the same forms (shareable)
+    slots: int = 0  # how many page-number digits `draw` takes (the SLOTs in it)
 
     @property
     def form(self) -> pikepdf.Stream:
@@ -48,73 +53,115 @@ class Art:
         return cls(((0.0, form),), outline, "/DfText Do", (("/DfText", form),))
 
 
+def fill_slots(parts: tuple[str, ...], digits: str) -> str:
+    """`parts` (a text split at its SLOTs) joined with one digit of `digits` in each slot."""
+    if len(digits) != len(parts) - 1 or not digits.isdigit():
+        raise ValueError(f"{len(parts) - 1} page-number slots cannot take {digits!r}")
+    return "".join([part + digit for part, digit in zip(parts, digits, strict=False)]) + parts[-1]
+
+
+def page_digits(mark: PageMark) -> str:
+    """The page-number digits a `{page}` mark's slots take on its page, in order."""
+    return "".join([text for text, per_page in mark.runs if per_page])
+
+
 class ArtShop:
     """Makes each distinct piece of art once per output file, so a static mark, a run of text shared by
     every page and a logo are one object however many pages draw them."""
 
     def __init__(self, pdf: pikepdf.Pdf) -> None:
         self.pdf = pdf
-        self._made: dict[tuple[str, str], Art] = {}
+        self._made: dict[tuple[object, ...], Art] = {}
         self._chunks: dict[str, tuple[pikepdf.Stream | None, tuple[float, float, float, float], float]] = {}
         self._named_for: dict[tuple[str, ...], Art] = {}
+        self._slot: tuple[float, tuple[float, float, float, float]] | None = None
+        self._shifted: dict[str, pikepdf.Stream] = {}  # digit forms centred in a wider slot
 
     def art(self, mark: PageMark) -> Art:
         spec = mark.spec
         if spec.image is not None:
             return self._once(("image", spec.image), lambda: self._image(spec.image or ""))
-        if len(mark.runs) <= 1:
+        if not mark.per_page:
             return self._once(("text", mark.text), lambda: self._text(mark.text))
-        # keyed by the runs, not the text: the same text split differently names other forms
-        return self._once(("runs", repr(mark.runs)), lambda: self._runs(mark))
+        # keyed by the layout: the static runs' texts and how many digits each page-number run has
+        shape = tuple([len(text) if per_page else text for text, per_page in mark.runs])
+        made = self._made.get(shape)
+        if made is None:
+            made = self._made[shape] = self._runs(shape)
+        return made
 
     def _once(self, key: tuple[str, str], make: object) -> Art:
         if key not in self._made:
             self._made[key] = make()  # type: ignore[operator]
         return self._made[key]
 
-    def form(self, content: bytes, bbox: tuple[float, ...], resources: pikepdf.Dictionary) -> pikepdf.Stream:
-        form = self.pdf.make_stream(content)
-        form.Type = pikepdf.Name.XObject
-        form.Subtype = pikepdf.Name.Form
-        form.BBox = pikepdf.Array([round(v, 4) for v in bbox])
-        form.Resources = resources
-        return form
+    def form(self, content: bytes, bbox: tuple[float, ...], resources: pikepdf.Object) -> pikepdf.Stream:
+        return self.pdf.make_stream(content, Type=pikepdf.Name.XObject, Subtype=pikepdf.Name.Form,
+                                    BBox=pikepdf.Array([round(v, 4) for v in bbox]), Resources=resources)
 
     def _text(self, text: str) -> Art:
         outline = outline_text(text)
         return Art.single(self.form(outline.ops, _pad(outline.bbox), pikepdf.Dictionary()), outline)
 
-    def _runs(self, mark: PageMark) -> Art:
-        """Runs laid end to end: a static run is one shared form (`/S<k>`), the page number one shared
-        form per digit (`/D<digit>`): a footer "7/20" draws the form of the text before it, of "7" and of
-        "/20". Every page of the mark names the same set of forms, so its forms share one resource
-        dictionary (`Art.key`). Laid out once per page of a 2,000-page footer: each chunk's form and
-        extent come from `_chunk`, looked up once per output file."""
-        statics = tuple(text for text, per_page in mark.runs if not per_page)
+    def _runs(self, shape: tuple[str | int, ...]) -> Art:
+        """Runs laid end to end: a static run is one shared form (`/S<k>`), each digit of the page number
+        a slot as wide as the widest digit, drawing one of ten shared forms (`/D<digit>`, centred in the
+        slot): a footer "7/20" draws the form of the text before it, of "7" and of "/20". Every page whose
+        number has as many digits gets the same layout (so the line does not shift as the digits change)
+        and differs only in the digit names; every page of the mark names the same set of forms, so its
+        forms share one resource dictionary (`Art.key`). The extent counts each slot as the union of
+        all ten digits in it."""
+        statics = tuple(part for part in shape if isinstance(part, str))
         named = self._named_for.get(statics)
         if named is None:
             named = self._named_for[statics] = self._named(statics)
-        x, pieces, ops, k = 0.0, [], [], 0
+        width, (s0, s1, s2, s3) = self._digit_slot()
+        x, pieces, ops, k, slots = 0.0, [], [], 0, 0
         x0 = y0 = float("inf")
         x1 = y1 = float("-inf")
-        for text, per_page in mark.runs:
-            for chunk in (text if per_page else (text,)):
-                form, (b0, b1, b2, b3), advance = self._chunk(chunk)
-                if form is None:  # blank: only its width
-                    x += advance
-                    continue
+        for part in shape:
+            if isinstance(part, int):
+                for _ in range(part):
+                    ops.append(f"q 1 0 0 1 {x:.1f} 0 cm /D{SLOT} Do Q")
+                    x0, y0, x1, y1 = min(x0, s0 + x), min(y0, s1), max(x1, s2 + x), max(y1, s3)
+                    x, slots = x + width, slots + 1
+                continue
+            form, (b0, b1, b2, b3), advance = self._chunk(part)
+            if form is not None:  # a blank run adds only its width
                 pieces.append((x, form))
-                ops.append(f"q 1 0 0 1 {x:.1f} 0 cm {'/D' + chunk if per_page else f'/S{k}'} Do Q")
+                ops.append(f"q 1 0 0 1 {x:.1f} 0 cm /S{k} Do Q")
                 x0, y0, x1, y1 = min(x0, b0 + x), min(y0, b1), max(x1, b2 + x), max(y1, b3)
-                x += advance
-            k += 0 if per_page else 1
-        if not pieces:
+            x += advance
+            k += 1
+        if not ops:
             raise ConfigError("the mark text has nothing visible to draw")
         return Art(tuple(pieces), Outline(b"", (x0, y0, x1, y1), x), " ".join(ops), named.named,
-                   ("runs", *statics))
+                   ("runs", *statics), slots)
+
+    def _digit_slot(self) -> tuple[float, tuple[float, float, float, float]]:
+        """(width, extent) of one page-number digit: the widest digit's advance, and the union of the ten
+        digits' outlines, each centred in it (`_digit`)."""
+        if self._slot is None:
+            width = max(outline_text(d).advance for d in "0123456789")
+            boxes = [outline_text(d, (width - outline_text(d).advance) / 2).bbox for d in "0123456789"]
+            self._slot = (width, (min(b[0] for b in boxes), min(b[1] for b in boxes),
+                                  max(b[2] for b in boxes), max(b[3] for b in boxes)))
+        return self._slot
+
+    def _digit(self, digit: str) -> pikepdf.Stream:
+        """The form of one digit centred in its slot: the digit's own text form when every digit is as
+        wide (tabular figures, as in DejaVu), else its outline moved right by half the difference."""
+        width, _ = self._digit_slot()
+        shift = (width - outline_text(digit).advance) / 2
+        if not shift:
+            return self._once(("text", digit), lambda: self._text(digit)).form
+        if digit not in self._shifted:
+            outline = outline_text(digit, shift)
+            self._shifted[digit] = self.form(outline.ops, _pad(outline.bbox), pikepdf.Dictionary())
+        return self._shifted[digit]
 
     def _chunk(self, chunk: str) -> tuple[pikepdf.Stream | None, tuple[float, float, float, float], float]:
-        """(form, outline box, advance) of one run or digit; (None, zero box, its width) when blank."""
+        """(form, outline box, advance) of one static run; (None, zero box, its width) when blank."""
         found = self._chunks.get(chunk)
         if found is None:
             if not chunk.strip():
@@ -127,10 +174,9 @@ class ArtShop:
 
     def _named(self, statics: tuple[str, ...]) -> Art:
         """The forms every page of a `{page}` mark may draw: its static runs and the ten digits."""
-        named = [(f"/S{k}", self._once(("text", text), lambda t=text: self._text(t)).form)  # type: ignore[misc]
+        named = [(f"/S{k}", self._once(("text", text), lambda t=text: self._text(t)).form)
                  for k, text in enumerate(statics) if text.strip()]
-        named += [(f"/D{d}", self._once(("text", d), lambda t=d: self._text(t)).form)  # type: ignore[misc]
-                  for d in "0123456789"]
+        named += [(f"/D{d}", self._digit(d)) for d in "0123456789"]
         return Art((), Outline(b"", (0.0, 0.0, 0.0, 0.0)), "", tuple(named))
 
     def _image(self, uri: str) -> Art:
@@ -279,4 +325,4 @@ def _pad(bbox: tuple[float, float, float, float]) -> tuple[float, ...]:
     return (bbox[0] - 10, bbox[1] - 10, bbox[2] + 10, bbox[3] + 10)
 
 
-__all__ = ["Art", "ArtShop", "check_image", "decode_image"]
+__all__ = ["SLOT", "Art", "ArtShop", "check_image", "decode_image", "fill_slots", "page_digits"]

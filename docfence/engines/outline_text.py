@@ -125,11 +125,12 @@ def _glyph(char: str) -> tuple[tuple[Segment, ...], tuple[float, float, float, f
 
 
 @functools.lru_cache(maxsize=1024)
-def outline_text(text: str) -> Outline:
-    """Lay `text` out on one line as outlines; raises ConfigError when no installed font covers a glyph."""
+def outline_text(text: str, start: float = 0.0) -> Outline:
+    """Lay `text` out on one line as outlines, its first character at x = `start`; raises ConfigError when
+    no installed font covers a glyph."""
     parts: list[str] = []
     box: tuple[float, float, float, float] | None = None
-    x = 0.0
+    x = start
     for char in text:
         if char.isspace():
             x += UNITS * 0.3

@@ -15,7 +15,7 @@ import pikepdf
 from docfence.core.errors import ConfigError, MalformedPdf
 from docfence.core.policy import JobPolicy, WatermarkSpec
 from docfence.engines.geometry import Matrix, PageGeometry, multiply
-from docfence.engines.mark_art import ArtShop
+from docfence.engines.mark_art import SLOT, Art, ArtShop, fill_slots, page_digits
 from docfence.engines.mark_placement import placements
 from docfence.engines.marks import MarkSet, PageMark
 from docfence.engines.preflight import OpenedPdf
@@ -44,6 +44,9 @@ def _resources(state: pikepdf.Object, named: tuple[tuple[str, pikepdf.Stream], .
     return pikepdf.Dictionary(ExtGState=pikepdf.Dictionary(DfGS=state), XObject=xobjects)
 
 
+_Template = tuple[tuple[str, ...], pikepdf.Object, "pikepdf.Object | None"]  # content parts, state, resources
+
+
 class _Builder:
     """Creates the shared objects: each mark's art once (mark_art), one form per mark and page geometry
     (per page text for marks with `{page}`), and one pair of wrapper streams per combination of marks."""
@@ -54,6 +57,8 @@ class _Builder:
         self.states: dict[float, pikepdf.Object] = {}
         self.forms: dict[tuple[object, ...], pikepdf.Stream] = {}
         self.resources: dict[tuple[str, ...], pikepdf.Object] = {}
+        # a `{page}` mark's content per layout: split at its digit slots, with its state and resources
+        self.templates: dict[tuple[object, ...], _Template] = {}
         self.wrappers: dict[tuple[tuple[str, str], ...], tuple[pikepdf.Stream, pikepdf.Stream]] = {}
         self.open_q = pdf.make_stream(b"q\n")
 
@@ -65,8 +70,24 @@ class _Builder:
 
     def form_parts(self, mark: PageMark, geo: PageGeometry) -> FormParts:
         """What the mark's form for this page geometry holds, without making it: its content, the
-        ExtGState of its opacity and the (shared) XObjects it draws, by name."""
+        ExtGState of its opacity and the (shared) XObjects it draws, by name. A `{page}` mark's content is
+        laid out once per number of digits and geometry and its page's digits put in the slots."""
         art = self.shop.art(mark)
+        if not art.slots:
+            content, state, shared = self._layout(mark, geo, art)
+            return FormParts(content.encode("ascii"), state, art.named, shared)
+        key = (id(art), mark.index, mark.spec, geo.crop, geo.rotate)  # `art` lives as long as the shop
+        template = self.templates.get(key)
+        if template is None:
+            content, state, shared = self._layout(mark, geo, art)
+            template = self.templates[key] = (tuple(content.split(SLOT)), state, shared)
+        parts, state, shared = template
+        digits = page_digits(mark)
+        filled = fill_slots(parts, digits * ((len(parts) - 1) // art.slots))
+        return FormParts(filled.encode("ascii"), state, art.named, shared)
+
+    def _layout(self, mark: PageMark, geo: PageGeometry, art: Art) -> tuple[str, pikepdf.Object,
+                                                                            pikepdf.Object | None]:
         width, height = geo.display_size
         to_user = geo.display_to_user()
         x0, y0, x1, y1 = geo.crop
@@ -77,7 +98,7 @@ class _Builder:
         lines.append("Q\n")
         state = self._state(mark.spec.opacity)
         shared = self._shared_resources(art.key, state, art.named) if art.key else None
-        return FormParts("\n".join(lines).encode("ascii"), state, art.named, shared)
+        return "\n".join(lines), state, shared
 
     def _shared_resources(self, key: tuple[str, ...], state: pikepdf.Object,
                           named: tuple[tuple[str, pikepdf.Stream], ...]) -> pikepdf.Object:
@@ -88,13 +109,19 @@ class _Builder:
         return self.resources[full]
 
     def geometry_form(self, mark: PageMark, geo: PageGeometry) -> pikepdf.Stream:
-        """The mark laid out for this page geometry, clipped to the visible box."""
+        """The mark laid out for this page geometry, clipped to the visible box (a `{page}` mark's: for
+        this page, made anew, as no other page has its number)."""
+        if mark.per_page:
+            return self._new_form(mark, geo)
         key = (mark.index, mark.spec, mark.text, geo.crop, geo.rotate)
         if key not in self.forms:
-            parts = self.form_parts(mark, geo)
-            resources = parts.shared if parts.shared is not None else _resources(parts.state, parts.xobjects)
-            self.forms[key] = self.shop.form(parts.content, geo.crop, resources)
+            self.forms[key] = self._new_form(mark, geo)
         return self.forms[key]
+
+    def _new_form(self, mark: PageMark, geo: PageGeometry) -> pikepdf.Stream:
+        parts = self.form_parts(mark, geo)
+        resources = parts.shared if parts.shared is not None else _resources(parts.state, parts.xobjects)
+        return self.shop.form(parts.content, geo.crop, resources)
 
     def wrapper(self, drawn: tuple[tuple[str, str], ...]) -> tuple[pikepdf.Stream, pikepdf.Stream]:
         """(before, after) content streams drawing the (name, layer) marks around the page's content."""

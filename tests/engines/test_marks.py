@@ -86,6 +86,49 @@ def test_footer_says_its_page_number_on_every_page_and_validates() -> None:
                                          "/S0", "/S1"]  # ...naming the text before, "/20" and ten digits
 
 
+def _layouts(output: bytes, pages: range) -> set[bytes]:
+    """The footer forms' contents of `pages` with every digit name made alike."""
+    import re
+
+    with pikepdf.open(io.BytesIO(output)) as pdf:
+        forms = [pdf.pages[n].obj.Resources.XObject.DfWm1.read_bytes() for n in pages]
+    return {re.sub(rb"/D\d", b"/D#", form) for form in forms}
+
+
+@pytest.mark.parametrize("text", ["Page {page}", "{page}"])
+def test_a_page_number_keeps_its_place_as_its_digits_change(text: str) -> None:
+    """Each digit of the page number has a slot as wide as the widest digit: pages whose numbers have as
+    many digits lay the line out alike (the footer does not shift from page to page) and differ only in
+    the digits they draw."""
+    output, report = run(pdfs.many_pages(12), two_marks(text=text))
+    assert report["ok"], failed(report)
+    with pikepdf.open(io.BytesIO(output)) as pdf:
+        assert [drawn_number(pdf.pages[n]) for n in range(12)] == [str(n + 1) for n in range(12)]
+    one, two = _layouts(output, range(9)), _layouts(output, range(9, 12))
+    assert len(one) == 1 and len(two) == 1 and one != two
+
+
+def test_digits_of_unequal_widths_are_centred_in_equal_slots(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A font whose digits are not all as wide (here a "1" 200 units narrower): each digit is drawn
+    centred in a slot as wide as the widest, so the layout still holds for every page, and it validates."""
+    from docfence.engines import mark_art
+    from docfence.engines.outline_text import Outline
+
+    def narrow_one(text: str, start: float = 0.0) -> Outline:
+        if text != "1":
+            return outline_text(text, start)
+        drawn = outline_text(text, start)
+        return Outline(drawn.ops, drawn.bbox, drawn.advance - 200)
+
+    monkeypatch.setattr(mark_art, "outline_text", narrow_one)
+    output, report = run(pdfs.many_pages(12), two_marks(text="Page {page}"))
+    assert report["ok"], failed(report)
+    assert len(_layouts(output, range(9))) == 1
+    with pikepdf.open(io.BytesIO(output)) as pdf:
+        one = pdf.pages[0].obj.Resources.XObject.DfWm1.Resources.XObject.D1.read_bytes()
+    assert one == outline_text("1", 100.0).ops != outline_text("1").ops  # moved right by half of 200
+
+
 def test_marks_keep_to_their_own_pages() -> None:
     data = pdfs.many_pages(6)
     policy = two_marks(pages="2-3")
