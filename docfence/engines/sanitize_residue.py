@@ -43,14 +43,14 @@ def find_residue(pdf: pikepdf.Pdf, policy: SanitizePolicy) -> list[Finding]:
     while stack and steps < _MAX_NODES:
         steps += 1
         node, where = stack.pop()
-        if node._type_code is ARRAY:
-            stack.extend((v, where) for v in node if is_container(v))
-            continue
-        if node.is_indirect:
+        if node.is_indirect:  # an indirect array too: read once however many places (or itself) name it
             if node.objgen in seen:
                 continue
             seen.add(node.objgen)
             where = f"object {node.objgen[0]}"
+        if node._type_code is ARRAY:
+            stack.extend((v, where) for v in node if is_container(v))
+            continue
         found += [Finding(kind, where) for kind in _kinds(node, frozenset(node.keys())) if kind in wanted]
         for key, value in node.items():
             if is_container(value) and not _is_kept_link_uri(node, key, wanted):

@@ -131,6 +131,18 @@ def test_residue_check_catches_what_the_walk_does_not_visit() -> None:
     assert [f.kind for f in find_residue(pdf, SanitizePolicy())] == ["javascript"]
 
 
+def test_residue_check_reads_an_indirect_array_once() -> None:
+    """An indirect array that holds itself, or that many objects share, is read once: the scan ends
+    complete (not "unscanned" after millions of steps) and still finds what the array holds."""
+    pdf = pikepdf.open(io.BytesIO(pdfs.all_samples()["links"]))
+    looping = pdf.make_indirect(pikepdf.Array([pikepdf.Dictionary(A=_js(pdf))]))
+    looping.append(looping)
+    shared = pdf.make_indirect(pikepdf.Array([pikepdf.Dictionary(Kind=pikepdf.Name.Plain)] * 2_000))
+    pdf.Root.StructTreeRoot = pikepdf.Dictionary(
+        K=looping, Parts=pikepdf.Array([pikepdf.Dictionary(Same=shared) for _ in range(3_000)]))
+    assert [f.kind for f in find_residue(pdf, SanitizePolicy())] == ["javascript"]
+
+
 def test_xfa_is_stripped_by_default_and_raster_output_is_clean() -> None:
     pdf = pikepdf.open(io.BytesIO(pdfs.form()))
     pdf.Root.AcroForm.XFA = pdf.make_stream(b"<xdp:xdp/>")
