@@ -55,9 +55,9 @@ class Art:
 
 def fill_slots(parts: tuple[str, ...], digits: str) -> str:
     """`parts` (a text split at its SLOTs) joined with one digit of `digits` in each slot."""
-    if len(digits) != len(parts) - 1 or not digits.isdigit():
+    if len(digits) != len(parts) - 1 or not (digits.isascii() and digits.isdigit()):
         raise ValueError(f"{len(parts) - 1} page-number slots cannot take {digits!r}")
-    return "".join([part + digit for part, digit in zip(parts, digits, strict=False)]) + parts[-1]
+    return "".join([part + digit for part, digit in zip(parts[:-1], digits, strict=True)]) + parts[-1]
 
 
 def page_digits(mark: PageMark) -> str:
@@ -71,7 +71,8 @@ class ArtShop:
 
     def __init__(self, pdf: pikepdf.Pdf) -> None:
         self.pdf = pdf
-        self._made: dict[tuple[object, ...], Art] = {}
+        self._made: dict[tuple[str, str], Art] = {}
+        self._layouts: dict[tuple[str | int, ...], Art] = {}  # `{page}` marks' arts, by their shape
         self._chunks: dict[str, tuple[pikepdf.Stream | None, tuple[float, float, float, float], float]] = {}
         self._named_for: dict[tuple[str, ...], Art] = {}
         self._slot: tuple[float, tuple[float, float, float, float]] | None = None
@@ -85,9 +86,9 @@ class ArtShop:
             return self._once(("text", mark.text), lambda: self._text(mark.text))
         # keyed by the layout: the static runs' texts and how many digits each page-number run has
         shape = tuple([len(text) if per_page else text for text, per_page in mark.runs])
-        made = self._made.get(shape)
+        made = self._layouts.get(shape)
         if made is None:
-            made = self._made[shape] = self._runs(shape)
+            made = self._layouts[shape] = self._runs(shape)
         return made
 
     def _once(self, key: tuple[str, str], make: object) -> Art:
