@@ -47,7 +47,9 @@ class Zygote:
         os.set_blocking(self._wake_w, False)
         os.set_blocking(self._wake_r, False)
 
-    def serve(self, steps: tuple[Callable[[], None], ...]) -> None:
+    def serve(self, steps: tuple[Callable[[], None], ...], idle_s: float = 0.0) -> None:
+        """Fork a child per request until the parent goes; run `steps` (warm-up) one at a time whenever
+        no request or child exit has come for `idle_s`."""
         signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so the wake-up fd is written
         signal.set_wakeup_fd(self._wake_w)
         sel = selectors.DefaultSelector()
@@ -56,7 +58,7 @@ class Zygote:
         protocol.send(self.control, {"ready": os.getpid()})
         later = list(steps)
         while True:
-            events = sel.select(IDLE_BEFORE_WARMING_S if later else None)
+            events = sel.select(idle_s if later else None)
             if not events and later:  # idle a while: one more warm-up step (a task arriving waits for it)
                 later.pop(0)()
                 if not later:
@@ -248,12 +250,13 @@ def _vm_size_bytes() -> int:
         os.close(fd)
 
 
-def warm(*, every_font: bool = True) -> None:
+def warm(*, every_font: bool = True, marks: bool = True) -> None:
     """What must be done before the first task: imports, fonts, the watermark layer and pdfium's own
     initialisation, by running a generated sample (no user data) through the vector engine. The rest
     (WARM_LATER) runs while the zygote is idle, so a restarted worker can start its first job sooner;
     a zygote for one command-line run skips it (main's --command-line), so in a batch of raster files
-    each render process warms the raster stack itself. `every_font=False` parses only the first font,
+    each render process warms the raster stack itself; with `marks=False` it warms the default class's
+    marks after its first fork (COMMAND_LINE_LATER). `every_font=False` parses only the first font,
     which draws every ASCII character (the text falls back to the next font only for a character the
     first lacks; a child needing one parses it)."""
     import pikepdf  # noqa: F401
@@ -271,7 +274,8 @@ def warm(*, every_font: bool = True) -> None:
         font.getBestCmap()
         font.getGlyphSet()
     _sample(Mode.VECTOR)
-    _warm_marks(default_only=True)
+    if marks:
+        _warm_marks(default_only=True)
     _freeze()
 
 
@@ -351,7 +355,13 @@ def warm_later(profile: str) -> tuple[Callable[[], None], ...]:
     if profile == "watermark":
         return tuple(step for step in WARM_LATER if step is not _import_reports)
     return WARM_LATER
-IDLE_BEFORE_WARMING_S = 0.5  # a steady stream of tasks (a CLI batch) is never held up by warm-up steps
+IDLE_BEFORE_WARMING_S = 0.5  # a steady stream of tasks is never held up by warm-up steps
+# A command-line zygote warms the default class's marks (~70 ms) once nothing has come for a moment
+# after "ready", not before it: a run of one file, whose parent sends its request on "ready", forks at
+# once and the step runs on the core the parent leaves idle; in a batch, later render processes
+# inherit it; a parent still starting up finds the step done, as before.
+COMMAND_LINE_LATER: tuple[Callable[[], None], ...] = (lambda: _warm_marks(default_only=True),)
+COMMAND_LINE_IDLE_S = 0.05
 COMMAND_LINE_TEXT = ("ascii", "any")  # what the --command-line zygote's marks may hold (main)
 
 
@@ -374,11 +384,14 @@ def main(argv: list[str] | None = None) -> int:
         _warm_sign()
         Zygote(control).serve(())
         return 0
-    warm(every_font=args.command_line != "ascii")
+    warm(every_font=args.command_line != "ascii", marks=not args.command_line)
     if args.profile == "report":
         _import_reports()
         _freeze()
-    Zygote(control).serve(() if args.command_line else warm_later(args.profile))
+    if args.command_line:  # the default class's marks only after the first fork: see COMMAND_LINE_LATER
+        Zygote(control).serve(COMMAND_LINE_LATER, idle_s=COMMAND_LINE_IDLE_S)
+    else:
+        Zygote(control).serve(warm_later(args.profile), idle_s=IDLE_BEFORE_WARMING_S)
     return 0
 
 

@@ -242,3 +242,49 @@ def test_a_render_process_parses_a_fallback_font_its_zygote_did_not(tmp_path: Pa
         outcome = ascii_only.run(task)
     assert outcome.ok, outcome
     assert (tmp_path / "o.pdf").read_bytes().startswith(b"%PDF-")
+
+
+_COMMAND_LINE_ORDER = """
+import socket
+from docfence.sandbox import protocol, zygote
+
+order = []
+ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+
+
+def freeze():
+    order.append("freeze")
+    if "marks" in order:
+        ours.close()  # the zygote's parent goes: serve returns
+
+
+zygote._sample = lambda mode: order.append("sample")
+zygote._warm_marks = lambda default_only: order.append("marks")
+zygote._freeze = freeze
+
+
+class Recording(zygote.Zygote):
+    def _fork(self, token, task, request, secrets_fd):
+        order.append("fork")
+        task.close()
+
+
+zygote.warm(every_font=False, marks=False)
+job, _ = socket.socketpair()
+protocol.send(ours, {"op": "run", "token": "t", "request": {}}, [job.fileno()])  # waiting on "ready"
+Recording(theirs).serve(zygote.COMMAND_LINE_LATER, idle_s=zygote.COMMAND_LINE_IDLE_S)
+print(",".join(order))
+"""
+
+
+def test_a_command_line_zygote_forks_the_waiting_file_before_warming_the_class_marks() -> None:
+    """A one-file run's request, sent when the zygote says it is ready, is forked at once; the default
+    class's marks are warmed after it (on the core the run leaves idle), then the heap frozen again.
+    In a process of its own: warm() and serve() set process-wide state (signal handlers, gc)."""
+    import subprocess
+    import sys
+
+    ran = subprocess.run([sys.executable, "-c", _COMMAND_LINE_ORDER], capture_output=True, text=True,
+                         timeout=HANG_GUARD_S, check=False)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == ["sample,freeze,fork,marks,freeze"]
