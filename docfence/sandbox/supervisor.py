@@ -87,6 +87,7 @@ class Sandbox:
         self._proc: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
         self._ready = False
+        self._running = 0  # tasks handed over and not yet answered (run() calls in progress)
         self.starts = 0  # how many zygotes this sandbox started (1 + restarts)
 
     @property
@@ -127,12 +128,16 @@ class Sandbox:
         secret = _secrets_pipe(task)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         token = secrets.token_hex(8)
+        with self._lock:
+            self._running += 1
         try:
             with theirs:
                 if not self._hand_over(token, theirs, task, answer, secret):
                     return from_exit(None, killed_for=None)
             return _Watch(self, ours, token, task, answer, cancel, heartbeat, heartbeat_interval_s).wait()
         finally:
+            with self._lock:
+                self._running -= 1
             ours.close()
             answer.unlink(missing_ok=True)
             if secret is not None:
@@ -221,6 +226,8 @@ class Sandbox:
         if self._proc is not None:
             if not self._ready:  # still warming up, nothing forked yet: no reason to wait for it
                 self._proc.kill()
+            elif not self._running:  # nothing of ours runs: a warm-up step unwinds now (zygote._Stop)
+                self._proc.terminate()
             try:
                 self._proc.wait(timeout=KILL_GRACE_S)
             except subprocess.TimeoutExpired:

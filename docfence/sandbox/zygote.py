@@ -34,8 +34,20 @@ from docfence.core.policy import Mode
 from docfence.sandbox import protocol
 from docfence.sandbox.confine import Confinement, ConfinementFailed, confine, prepare
 from docfence.sandbox.heap import collapse_anonymous_memory
+from docfence.sandbox.scratch import remove_orphans
 
 _TMP_BASE = tempfile.gettempdir()  # the zygote's, before a child points TMPDIR at its own folder
+RENDER_TMP_PREFIX = "docfence-render-"  # + the render process's pid (scratch.remove_orphans)
+
+
+class _Stop(BaseException):
+    """Raised by SIGTERM, the parent's "stop now" when nothing of its runs: a warm-up step in progress
+    unwinds (its temporary files and its pdfinfo go with it) instead of finishing first. A
+    BaseException, so the steps' `suppress(Exception)` does not swallow it."""
+
+
+def _stop(*_: object) -> None:
+    raise _Stop
 
 
 class Zygote:
@@ -56,7 +68,12 @@ class Zygote:
         sel.register(self.control, selectors.EVENT_READ, "control")
         sel.register(self._wake_r, selectors.EVENT_READ, "sigchld")
         protocol.send(self.control, {"ready": os.getpid()})
-        later = list(steps)
+        try:
+            self._loop(sel, list(steps), idle_s)
+        except _Stop:
+            self._shutdown()
+
+    def _loop(self, sel: selectors.BaseSelector, later: list[Callable[[], None]], idle_s: float) -> None:
         while True:
             events = sel.select(idle_s if later else None)
             if not events and later:  # idle a while: one more warm-up step (a task arriving waits for it)
@@ -127,6 +144,9 @@ class Zygote:
         for pid in list(self.children):
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
+            # a child killed while it emptied its folder (it had answered, the parent was done) leaves
+            # a copy of its document there: removed here as _reap does
+            shutil.rmtree(private_tmp(pid), ignore_errors=True)
 
 
 def _child(task: socket.socket, request: dict[str, Any], zygote: int, secrets_fd: int | None) -> None:
@@ -166,7 +186,7 @@ def _child(task: socket.socket, request: dict[str, Any], zygote: int, secrets_fd
 def private_tmp(pid: int) -> str:
     """The temporary folder of render process `pid` (its second reader's copies): the process empties it
     as it exits, the zygote removes it when it reaps the process (killed or not)."""
-    return os.path.join(_TMP_BASE, f"docfence-render-{pid}")
+    return os.path.join(_TMP_BASE, f"{RENDER_TMP_PREFIX}{pid}")
 
 
 def _confine(request: dict[str, Any]) -> dict[str, Any]:
@@ -371,15 +391,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--profile", choices=("all", "watermark", "report", "sign"), default="all")
     parser.add_argument("--command-line", choices=COMMAND_LINE_TEXT, default=None,
-                        help="started by one run of the docfence command: no idle-time warm-up (it would "
-                             "take a core from that run's own work); with 'ascii' (no mark can hold "
+                        help="started by one run of the docfence command: of the idle-time warm-up only "
+                             "the default class's marks, after the first fork (the rest would take a "
+                             "core from that run's own work); with 'ascii' (no mark can hold "
                              "another character: cli.mark_text) only the first font is parsed before "
                              "the first fork")
     args = parser.parse_args(argv)
     protocol.die_with_parent(args.parent)
     protocol.set_process_name(protocol.ZYGOTE_NAME)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it ends us
-    control = socket.socket(fileno=args.fd)
+    signal.signal(signal.SIGTERM, _stop)  # see _Stop
+    remove_orphans(RENDER_TMP_PREFIX, _TMP_BASE)  # render processes killed with an earlier zygote
+    try:
+        return _warm_and_serve(args, socket.socket(fileno=args.fd))
+    except _Stop:
+        return 0
+
+
+def _warm_and_serve(args: argparse.Namespace, control: socket.socket) -> int:
     if args.profile == "sign":  # only our own validated outputs: no engines or fonts to warm
         _warm_sign()
         Zygote(control).serve(())

@@ -11,7 +11,6 @@ import logging
 import os
 import shutil
 import socket
-import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -36,6 +35,7 @@ from docfence.core.records import ArtifactInfo, Claim, Job
 from docfence.faults import fault_point
 from docfence.observability import metrics
 from docfence.sandbox import Outcome, Sandbox, Task
+from docfence.sandbox.scratch import make_owned, remove_orphans
 from docfence.storage_keys import job_prefix, staging_key
 from docfence.store.base import JobStore
 from docfence.store.wakeups import Wakeups
@@ -50,6 +50,7 @@ class WorkerStore(JobStore, Wakeups, Protocol):
 log = logging.getLogger("docfence.worker")
 
 GROUP_COMMIT_MAX = 100  # staged results committed in one transaction at most
+SCRATCH_PREFIX = "docfence-worker-"  # + the worker's pid: its job folders (scratch.remove_orphans)
 
 
 @dataclass
@@ -88,7 +89,8 @@ class Worker:
         self.stopping = threading.Event()
         self.counters = Counters()
         self._stop_seen: float | None = None  # when shutdown began (the grace period counts from it)
-        self._scratch = Path(tempfile.mkdtemp(prefix="docfence-worker-"))
+        remove_orphans(SCRATCH_PREFIX)  # job folders of workers killed on this host (SIGKILL, OOM)
+        self._scratch = Path(make_owned(SCRATCH_PREFIX))
         self._counts_lock = threading.Lock()  # the committer thread counts outcomes too
         self.committer = Committer(store, self.id, max_batch=GROUP_COMMIT_MAX,
                                    on_committed=self._committed, on_stale=self._stale)
@@ -102,6 +104,8 @@ class Worker:
 
     def run(self, *, until_idle: bool = False, max_jobs: int | None = None) -> Counters:
         """Claim and process jobs until `stopping` is set (SIGTERM), the queue is idle, or max_jobs."""
+        if not self._scratch.is_dir():  # removed by an earlier run(): a fresh private one (never re-made
+            self._scratch = Path(make_owned(SCRATCH_PREFIX))  # by name in /tmp)
         self.leases.start()
         self.committer.start()
         self.sandbox.start(wait=False)  # warms up while we claim; the first job waits until it is ready
@@ -125,6 +129,7 @@ class Worker:
             self.sign_sandbox.close()
             self.committer.close()  # commit what is staged while its leases still hold
             self.leases.stop()
+            shutil.rmtree(self._scratch, ignore_errors=True)  # each job's folder went with its job
         return self.counters
 
     def _claim(self) -> list[Claim]:

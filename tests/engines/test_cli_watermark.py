@@ -181,3 +181,25 @@ def test_a_command_line_that_may_hold_other_characters_gets_every_font_parsed() 
     assert mark_text(["watermark", "a.pdf", "--out", "o", "--text", "患者 Müller"]) == "any"
     escaped = json.dumps({"text": "患者 {page}/{pages}", "position": "footer"})
     assert escaped.isascii() and mark_text(["watermark", "a.pdf", "--mark", escaped]) == "any"
+
+
+def test_a_command_leaves_nothing_in_the_temporary_folder(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real command, one file and then three: every render process's private folder (it held the
+    second reader's copy of the document) is gone when the command ends, however the zygote's shutdown
+    and the last render process's exit interleave."""
+    import subprocess
+    import sys
+
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temporary))
+    inputs = []
+    for name in ("a", "b", "c"):
+        (tmp_path / f"{name}.pdf").write_bytes(pdfs.links())
+        inputs.append(str(tmp_path / f"{name}.pdf"))
+    for batch in (inputs[:1], inputs):
+        command = [sys.executable, "-m", "docfence.cli", "watermark", "--out", str(tmp_path / "out"), *batch]
+        ran = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+        assert ran.returncode == 0, ran.stderr
+        assert sorted(p.name for p in temporary.iterdir()) == []

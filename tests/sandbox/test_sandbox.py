@@ -288,3 +288,68 @@ def test_a_command_line_zygote_forks_the_waiting_file_before_warming_the_class_m
                          timeout=HANG_GUARD_S, check=False)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.split() == ["sample,freeze,fork,marks,freeze"]
+
+
+_STOPPED_WHILE_WARMING = """
+import signal, socket, sys, tempfile
+from pathlib import Path
+from docfence.sandbox import zygote
+
+folder = Path(sys.argv[1])
+
+
+def step():  # a warm-up step holding a temporary file, blocked until a signal comes
+    with tempfile.NamedTemporaryFile(dir=folder, prefix="warm-"):
+        (folder / "warming").touch()
+        while True:
+            signal.pause()
+
+
+signal.signal(signal.SIGTERM, zygote._stop)
+ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+zygote.Zygote(theirs).serve((step,), idle_s=0.0)
+print("stopped")
+"""
+
+
+def test_a_zygote_told_to_stop_unwinds_its_warm_up_step_at_once(tmp_path: Path) -> None:
+    """The sandbox closes a zygote with nothing running by SIGTERM: a warm-up step in progress does not
+    finish first (a one-file command would wait for it), and what it held (a temporary file; in real
+    steps the second reader's copy and its pdfinfo) goes with it."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", _STOPPED_WHILE_WARMING, str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: (tmp_path / "warming").exists(), HANG_GUARD_S, "the warm-up step to start")
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=HANG_GUARD_S)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert out.split() == ["stopped"]
+    assert [p.name for p in tmp_path.iterdir()] == ["warming"]  # the step's temporary file is gone
+
+
+def test_a_starting_zygote_removes_the_folders_of_render_processes_killed_before(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A render process killed with its zygote (the worker SIGKILLed) leaves its private folder; the
+    next zygote on the host removes it before its first fork, and keeps a living process's."""
+    import os
+    import subprocess
+    import sys
+
+    from docfence.sandbox.zygote import RENDER_TMP_PREFIX
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the zygote's temporary folder
+    left = tmp_path / f"{RENDER_TMP_PREFIX}{gone.pid}"
+    left.mkdir()
+    (left / "docfence-check-x.pdf").write_bytes(b"%PDF- a copy of someone's document")
+    living = tmp_path / f"{RENDER_TMP_PREFIX}{os.getpid()}"
+    living.mkdir()
+    with Sandbox("watermark") as box:
+        box.start()
+    assert not left.exists() and living.is_dir()
