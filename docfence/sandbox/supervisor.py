@@ -33,6 +33,7 @@ log = logging.getLogger("docfence.sandbox")
 
 START_TIMEOUT_S = 300.0  # imports + warm-up on a loaded machine; a hang here is a broken install
 KILL_GRACE_S = 30.0  # after a kill request, how long the zygote has to report the exit
+STOP_GRACE_S = 5.0  # after SIGTERM to an idle zygote (one stuck in a C call is then killed)
 
 
 @dataclass(frozen=True)
@@ -224,12 +225,12 @@ class Sandbox:
             self._control.close()  # end of stream: the zygote kills its children and exits
             self._control = None
         if self._proc is not None:
-            if not self._ready:  # still warming up, nothing forked yet: no reason to wait for it
-                self._proc.kill()
-            elif not self._running:  # nothing of ours runs: a warm-up step unwinds now (zygote._Stop)
-                self._proc.terminate()
+            grace = KILL_GRACE_S
+            if not self._ready or not self._running:  # nothing of ours runs: a warm-up step in
+                self._proc.terminate()  # progress unwinds (zygote._Term) instead of finishing first
+                grace = STOP_GRACE_S
             try:
-                self._proc.wait(timeout=KILL_GRACE_S)
+                self._proc.wait(timeout=grace)
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()

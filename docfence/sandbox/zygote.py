@@ -41,13 +41,36 @@ RENDER_TMP_PREFIX = "docfence-render-"  # + the render process's pid (scratch.re
 
 
 class _Stop(BaseException):
-    """Raised by SIGTERM, the parent's "stop now" when nothing of its runs: a warm-up step in progress
-    unwinds (its temporary files and its pdfinfo go with it) instead of finishing first. A
+    """SIGTERM, the parent's "stop now" when nothing of its runs, raised only inside a warm-up step: the
+    step unwinds (its temporary files and its pdfinfo go with it) instead of finishing first. A
     BaseException, so the steps' `suppress(Exception)` does not swallow it."""
 
 
-def _stop(*_: object) -> None:
-    raise _Stop
+class _Term:
+    """What SIGTERM has asked. Outside a warm-up step it only sets `wanted` (the serve loop, woken by
+    the signal's wake-up byte, then shuts down): never in the middle of a fork, a reap or a shutdown,
+    where the zygote could lose track of a child and its folder. At most one _Stop is ever raised."""
+
+    wanted = False
+    in_step = False
+
+
+def _on_term(*_: object) -> None:
+    _Term.wanted = True
+    if _Term.in_step:
+        _Term.in_step = False
+        raise _Stop
+
+
+def _step(step: Callable[[], None]) -> None:
+    """Run a warm-up step that SIGTERM may cut short (raises _Stop)."""
+    _Term.in_step = True
+    try:
+        if _Term.wanted:
+            raise _Stop
+        step()
+    finally:
+        _Term.in_step = False
 
 
 class Zygote:
@@ -68,16 +91,18 @@ class Zygote:
         sel.register(self.control, selectors.EVENT_READ, "control")
         sel.register(self._wake_r, selectors.EVENT_READ, "sigchld")
         protocol.send(self.control, {"ready": os.getpid()})
-        try:
+        with contextlib.suppress(_Stop):  # a warm-up step cut short
             self._loop(sel, list(steps), idle_s)
-        except _Stop:
-            self._shutdown()
+        self._shutdown()
 
     def _loop(self, sel: selectors.BaseSelector, later: list[Callable[[], None]], idle_s: float) -> None:
-        while True:
+        """Until the parent goes (end of stream) or SIGTERM comes; the caller then shuts down."""
+        while not _Term.wanted:
             events = sel.select(idle_s if later else None)
+            if _Term.wanted:
+                return
             if not events and later:  # idle a while: one more warm-up step (a task arriving waits for it)
-                later.pop(0)()
+                _step(later.pop(0))
                 if not later:
                     _freeze()
                 continue
@@ -87,7 +112,6 @@ class Zygote:
                         os.read(self._wake_r, 4096)
                     self._reap()
                 elif not self._control():
-                    self._shutdown()
                     return
 
     def _control(self) -> bool:
@@ -147,6 +171,8 @@ class Zygote:
             # a child killed while it emptied its folder (it had answered, the parent was done) leaves
             # a copy of its document there: removed here as _reap does
             shutil.rmtree(private_tmp(pid), ignore_errors=True)
+        self.children.clear()
+        self.by_token.clear()
 
 
 def _child(task: socket.socket, request: dict[str, Any], zygote: int, secrets_fd: int | None) -> None:
@@ -400,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
     protocol.die_with_parent(args.parent)
     protocol.set_process_name(protocol.ZYGOTE_NAME)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it ends us
-    signal.signal(signal.SIGTERM, _stop)  # see _Stop
+    signal.signal(signal.SIGTERM, _on_term)  # see _Term
     remove_orphans(RENDER_TMP_PREFIX, _TMP_BASE)  # render processes killed with an earlier zygote
     try:
         return _warm_and_serve(args, socket.socket(fileno=args.fd))
@@ -410,12 +436,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def _warm_and_serve(args: argparse.Namespace, control: socket.socket) -> int:
     if args.profile == "sign":  # only our own validated outputs: no engines or fonts to warm
-        _warm_sign()
+        _step(_warm_sign)
         Zygote(control).serve(())
         return 0
-    warm(every_font=args.command_line != "ascii", marks=not args.command_line)
+    _step(lambda: warm(every_font=args.command_line != "ascii", marks=not args.command_line))
     if args.profile == "report":
-        _import_reports()
+        _step(_import_reports)
         _freeze()
     if args.command_line:  # the default class's marks only after the first fork: see COMMAND_LINE_LATER
         Zygote(control).serve(COMMAND_LINE_LATER, idle_s=COMMAND_LINE_IDLE_S)

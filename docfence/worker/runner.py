@@ -104,13 +104,13 @@ class Worker:
 
     def run(self, *, until_idle: bool = False, max_jobs: int | None = None) -> Counters:
         """Claim and process jobs until `stopping` is set (SIGTERM), the queue is idle, or max_jobs."""
-        if not self._scratch.is_dir():  # removed by an earlier run(): a fresh private one (never re-made
-            self._scratch = Path(make_owned(SCRATCH_PREFIX))  # by name in /tmp)
         self.leases.start()
         self.committer.start()
         self.sandbox.start(wait=False)  # warms up while we claim; the first job waits until it is ready
         if self._signing is not None:
             self.sign_sandbox.start(wait=False)  # pyHanko's imports and set-up, before the first signing
+        if not self._scratch.is_dir():  # removed by an earlier run(): a fresh private one (never re-made
+            self._scratch = Path(make_owned(SCRATCH_PREFIX))  # by name in /tmp)
         try:
             while not self.stopping.is_set():
                 claims = self._claim()

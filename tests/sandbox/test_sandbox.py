@@ -305,7 +305,7 @@ def step():  # a warm-up step holding a temporary file, blocked until a signal c
             signal.pause()
 
 
-signal.signal(signal.SIGTERM, zygote._stop)
+signal.signal(signal.SIGTERM, zygote._on_term)
 ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 zygote.Zygote(theirs).serve((step,), idle_s=0.0)
 print("stopped")
@@ -328,8 +328,41 @@ def test_a_zygote_told_to_stop_unwinds_its_warm_up_step_at_once(tmp_path: Path) 
     finally:
         proc.kill()
     assert proc.returncode == 0, err
-    assert out.split() == ["stopped"]
+    assert out.split() == ["stopped"] and err == ""
     assert [p.name for p in tmp_path.iterdir()] == ["warming"]  # the step's temporary file is gone
+
+
+_STOPPED_WHILE_IDLE = """
+import signal, socket, sys
+from pathlib import Path
+from docfence.sandbox import zygote
+
+signal.signal(signal.SIGTERM, zygote._on_term)
+ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+(Path(sys.argv[1]) / "serving").touch()
+zygote.Zygote(theirs).serve(())
+print("stopped")
+signal.raise_signal(signal.SIGTERM)  # a second one, at exit (systemd's and the parent's): nothing raised
+print("exited")
+"""
+
+
+def test_a_stop_outside_a_warm_up_step_ends_the_loop_without_raising_anything(tmp_path: Path) -> None:
+    """SIGTERM while the zygote waits (or forks, or reaps) only asks the loop to end, which it does
+    once woken, shutting its children down; a further SIGTERM as it exits raises nothing either."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", _STOPPED_WHILE_IDLE, str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: (tmp_path / "serving").exists(), HANG_GUARD_S, "the zygote to serve")
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=HANG_GUARD_S)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0 and err == "", err
+    assert out.split() == ["stopped", "exited"]
 
 
 def test_a_starting_zygote_removes_the_folders_of_render_processes_killed_before(
