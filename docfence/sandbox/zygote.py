@@ -34,7 +34,7 @@ from docfence.core.policy import Mode
 from docfence.sandbox import protocol
 from docfence.sandbox.confine import Confinement, ConfinementFailed, confine, prepare
 from docfence.sandbox.heap import collapse_anonymous_memory
-from docfence.sandbox.scratch import remove_orphans
+from docfence.sandbox.scratch import hold, remove_orphans
 
 _TMP_BASE = tempfile.gettempdir()  # the zygote's, before a child points TMPDIR at its own folder
 RENDER_TMP_PREFIX = "docfence-render-"  # + the render process's pid (scratch.remove_orphans)
@@ -221,6 +221,7 @@ def _confine(request: dict[str, Any]) -> dict[str, Any]:
     tmp = private_tmp(os.getpid())
     shutil.rmtree(tmp, ignore_errors=True)  # a killed process of a reused pid left it
     os.mkdir(tmp, 0o700)
+    hold(tmp)  # its lock, held until it exits: another zygote's sweep (remove_orphans) leaves it alone
     os.environ["TMPDIR"] = tempfile.tempdir = tmp
     for path in (request["output"], request["answer"]):
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))

@@ -90,7 +90,7 @@ class Worker:
         self.counters = Counters()
         self._stop_seen: float | None = None  # when shutdown began (the grace period counts from it)
         remove_orphans(SCRATCH_PREFIX)  # job folders of workers killed on this host (SIGKILL, OOM)
-        self._scratch = Path(make_owned(SCRATCH_PREFIX))
+        self._scratch, self._scratch_lock = self._new_scratch()
         self._counts_lock = threading.Lock()  # the committer thread counts outcomes too
         self.committer = Committer(store, self.id, max_batch=GROUP_COMMIT_MAX,
                                    on_committed=self._committed, on_stale=self._stale)
@@ -109,8 +109,8 @@ class Worker:
         self.sandbox.start(wait=False)  # warms up while we claim; the first job waits until it is ready
         if self._signing is not None:
             self.sign_sandbox.start(wait=False)  # pyHanko's imports and set-up, before the first signing
-        if not self._scratch.is_dir():  # removed by an earlier run(): a fresh private one (never re-made
-            self._scratch = Path(make_owned(SCRATCH_PREFIX))  # by name in /tmp)
+        if self._scratch_lock is None:  # removed by an earlier run(): a fresh private one (never re-made
+            self._scratch, self._scratch_lock = self._new_scratch()  # by name in /tmp)
         try:
             while not self.stopping.is_set():
                 claims = self._claim()
@@ -130,7 +130,16 @@ class Worker:
             self.committer.close()  # commit what is staged while its leases still hold
             self.leases.stop()
             shutil.rmtree(self._scratch, ignore_errors=True)  # each job's folder went with its job
+            if self._scratch_lock is not None:
+                os.close(self._scratch_lock)
+                self._scratch_lock = None
         return self.counters
+
+    @staticmethod
+    def _new_scratch() -> tuple[Path, int | None]:
+        """This worker's private folder for its jobs' files, locked as its own (scratch.py)."""
+        folder, lock = make_owned(SCRATCH_PREFIX)
+        return Path(folder), lock
 
     def _claim(self) -> list[Claim]:
         try:

@@ -13,6 +13,7 @@ import pytest
 
 from docfence.blobs.regions import RegionRouter
 from docfence.config import Settings, WorkerConfig
+from docfence.sandbox.scratch import LOCK_NAME
 from docfence.worker.runner import SCRATCH_PREFIX, Worker
 
 
@@ -26,6 +27,7 @@ def test_a_starting_worker_removes_a_killed_workers_folders_and_its_own_when_it_
     left = scratch / f"{SCRATCH_PREFIX}{killed.pid}-abcd1234" / "01JOB-1"
     left.mkdir(parents=True)
     (left / "input.pdf").write_bytes(b"%PDF- a copy of someone's document")
+    (left.parent / LOCK_NAME).touch()  # its lock, released when the worker was killed
 
     settings = Settings(storage_url=f"file://{tmp_path / 'objects'}",
                         worker=WorkerConfig(reconcile_in_process=False))

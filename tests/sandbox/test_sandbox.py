@@ -373,6 +373,7 @@ def test_a_starting_zygote_removes_the_folders_of_render_processes_killed_before
     import subprocess
     import sys
 
+    from docfence.sandbox.scratch import LOCK_NAME
     from docfence.sandbox.zygote import RENDER_TMP_PREFIX
 
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -381,8 +382,44 @@ def test_a_starting_zygote_removes_the_folders_of_render_processes_killed_before
     left = tmp_path / f"{RENDER_TMP_PREFIX}{gone.pid}"
     left.mkdir()
     (left / "docfence-check-x.pdf").write_bytes(b"%PDF- a copy of someone's document")
+    (left / LOCK_NAME).touch()  # its lock, released when it was killed
     living = tmp_path / f"{RENDER_TMP_PREFIX}{os.getpid()}"
     living.mkdir()
     with Sandbox("watermark") as box:
         box.start()
     assert not left.exists() and living.is_dir()
+
+
+def test_a_render_process_locks_its_folder_while_it_runs_and_the_zygote_removes_it(
+        stalling: Sandbox, tmp_path: Path) -> None:
+    """The lock is what another host-sharing zygote's sweep (scratch.remove_orphans) respects."""
+    import fcntl
+    import os
+    import tempfile
+
+    from docfence.sandbox.scratch import LOCK_NAME
+
+    thread, result = _run_in_thread(stalling, Task("watermark", _input(tmp_path, pdfs.links()),
+                                                   tmp_path / "o.pdf", LONG))
+    victim = _render_process(stalling)
+    lock = Path(tempfile.gettempdir()) / f"docfence-render-{victim}" / LOCK_NAME
+
+    def held() -> bool:
+        try:
+            fd = os.open(lock, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return False
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+
+    wait_for(held, HANG_GUARD_S, "the render process to lock its folder")
+    os.kill(victim, signal.SIGKILL)
+    thread.join(HANG_GUARD_S)
+    assert result and result[0].error_code == "render_crashed"
+    wait_for(lambda: not lock.parent.exists(), HANG_GUARD_S, "the zygote to remove the folder")
