@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import os
 import re
+import secrets
 import shutil
 import tempfile
 
@@ -32,10 +33,12 @@ def make_owned(prefix: str) -> tuple[str, int]:
 
 def hold(folder: str) -> int:
     """Lock `folder` as this process's (its lock file, created now): the descriptor to keep open for as
-    long as the folder is in use (close-on-exec; a forked child shares the lock)."""
-    fd = os.open(os.path.join(folder, LOCK_NAME), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o600)
+    long as the folder is in use (close-on-exec; a forked child shares the lock). The file is locked
+    under a name of its own and only then named LOCK_NAME, so a sweep never finds it unlocked."""
+    staged = os.path.join(folder, f"{LOCK_NAME}-{os.getpid()}-{secrets.token_hex(4)}")
+    fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     fcntl.flock(fd, fcntl.LOCK_EX)
+    os.rename(staged, os.path.join(folder, LOCK_NAME))
     return fd
 
 

@@ -90,9 +90,11 @@ class Zygote:
         sel = selectors.DefaultSelector()
         sel.register(self.control, selectors.EVENT_READ, "control")
         sel.register(self._wake_r, selectors.EVENT_READ, "sigchld")
-        protocol.send(self.control, {"ready": os.getpid()})
         with contextlib.suppress(_Stop):  # a warm-up step cut short
-            self._loop(sel, list(steps), idle_s)
+            if not _Term.wanted:  # told to stop while warming: the parent has closed our socket
+                with contextlib.suppress(OSError):
+                    protocol.send(self.control, {"ready": os.getpid()})
+                self._loop(sel, list(steps), idle_s)
         self._shutdown()
 
     def _loop(self, sel: selectors.BaseSelector, later: list[Callable[[], None]], idle_s: float) -> None:

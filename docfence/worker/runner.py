@@ -109,9 +109,9 @@ class Worker:
         self.sandbox.start(wait=False)  # warms up while we claim; the first job waits until it is ready
         if self._signing is not None:
             self.sign_sandbox.start(wait=False)  # pyHanko's imports and set-up, before the first signing
-        if self._scratch_lock is None:  # removed by an earlier run(): a fresh private one (never re-made
-            self._scratch, self._scratch_lock = self._new_scratch()  # by name in /tmp)
         try:
+            if self._scratch_lock is None:  # removed by an earlier run(): a fresh private one (never
+                self._scratch, self._scratch_lock = self._new_scratch()  # re-made by name in /tmp)
             while not self.stopping.is_set():
                 claims = self._claim()
                 if not claims:

@@ -423,3 +423,25 @@ def test_a_render_process_locks_its_folder_while_it_runs_and_the_zygote_removes_
     thread.join(HANG_GUARD_S)
     assert result and result[0].error_code == "render_crashed"
     wait_for(lambda: not lock.parent.exists(), HANG_GUARD_S, "the zygote to remove the folder")
+
+
+_STOPPED_BEFORE_READY = """
+import socket
+from docfence.sandbox import zygote
+
+ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+zygote._Term.wanted = True  # SIGTERM came between two warm-up steps, outside either
+ours.close()  # the parent closes our socket before it signals
+zygote.Zygote(theirs).serve(())
+print("stopped")
+"""
+
+
+def test_a_zygote_stopped_before_it_was_ready_says_nothing_to_the_closed_socket() -> None:
+    """No "ready" (the parent is gone), no BrokenPipeError on the command's terminal."""
+    import subprocess
+    import sys
+
+    ran = subprocess.run([sys.executable, "-c", _STOPPED_BEFORE_READY], capture_output=True, text=True,
+                         timeout=HANG_GUARD_S, check=False)
+    assert (ran.returncode, ran.stdout.split(), ran.stderr) == (0, ["stopped"], "")

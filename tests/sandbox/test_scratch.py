@@ -92,3 +92,16 @@ def test_an_owned_folder_is_private_locked_and_kept_while_its_process_lives(
         assert remove_orphans("docfence-worker-") == [] and folder.is_dir()
     finally:
         os.close(lock)
+
+
+def test_hold_leaves_one_lock_file_and_holds_it(tmp_path: Path) -> None:
+    """hold() locks its file under a name of its own and then renames it: one LOCK_NAME, held, and
+    nothing staged left beside it."""
+    folder = tmp_path / f"docfence-render-{_dead_pid()}"
+    folder.mkdir()
+    lock = hold(str(folder))
+    try:
+        assert sorted(p.name for p in folder.iterdir()) == [LOCK_NAME]
+        assert remove_orphans("docfence-render-", str(tmp_path)) == []
+    finally:
+        os.close(lock)
