@@ -4,6 +4,8 @@ limits, cancellation, a zygote that dies. Hang guards only, never a timing asser
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -244,6 +246,26 @@ def test_a_render_process_parses_a_fallback_font_its_zygote_did_not(tmp_path: Pa
     assert (tmp_path / "o.pdf").read_bytes().startswith(b"%PDF-")
 
 
+def _script(script: str) -> subprocess.CompletedProcess[str]:
+    """`script` run by a Python of its own (zygote code sets process-wide state: signal handlers, gc)."""
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=HANG_GUARD_S, check=False)
+
+
+def _signalled(script: str, folder: Path, marker: str, what: str) -> tuple[int, str, str]:
+    """`script` (given `folder`) run until it creates `folder / marker`, then sent SIGTERM: its exit code,
+    output and errors."""
+    proc = subprocess.Popen([sys.executable, "-c", script, str(folder)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: (folder / marker).exists(), HANG_GUARD_S, what)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=HANG_GUARD_S)
+    finally:
+        proc.kill()
+    return proc.returncode, out, err
+
+
 _COMMAND_LINE_ORDER = """
 import socket
 from docfence.sandbox import protocol, zygote
@@ -281,11 +303,7 @@ def test_a_command_line_zygote_forks_the_waiting_file_before_warming_the_class_m
     """A one-file run's request, sent when the zygote says it is ready, is forked at once; the default
     class's marks are warmed after it (on the core the run leaves idle), then the heap frozen again.
     In a process of its own: warm() and serve() set process-wide state (signal handlers, gc)."""
-    import subprocess
-    import sys
-
-    ran = subprocess.run([sys.executable, "-c", _COMMAND_LINE_ORDER], capture_output=True, text=True,
-                         timeout=HANG_GUARD_S, check=False)
+    ran = _script(_COMMAND_LINE_ORDER)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.split() == ["sample,freeze,fork,marks,freeze"]
 
@@ -316,18 +334,8 @@ def test_a_zygote_told_to_stop_unwinds_its_warm_up_step_at_once(tmp_path: Path) 
     """The sandbox closes a zygote with nothing running by SIGTERM: a warm-up step in progress does not
     finish first (a one-file command would wait for it), and what it held (a temporary file; in real
     steps the second reader's copy and its pdfinfo) goes with it."""
-    import subprocess
-    import sys
-
-    proc = subprocess.Popen([sys.executable, "-c", _STOPPED_WHILE_WARMING, str(tmp_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for(lambda: (tmp_path / "warming").exists(), HANG_GUARD_S, "the warm-up step to start")
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=HANG_GUARD_S)
-    finally:
-        proc.kill()
-    assert proc.returncode == 0, err
+    code, out, err = _signalled(_STOPPED_WHILE_WARMING, tmp_path, "warming", "the warm-up step to start")
+    assert code == 0, err
     assert out.split() == ["stopped"] and err == ""
     assert [p.name for p in tmp_path.iterdir()] == ["warming"]  # the step's temporary file is gone
 
@@ -350,18 +358,8 @@ print("exited")
 def test_a_stop_outside_a_warm_up_step_ends_the_loop_without_raising_anything(tmp_path: Path) -> None:
     """SIGTERM while the zygote waits (or forks, or reaps) only asks the loop to end, which it does
     once woken, shutting its children down; a further SIGTERM as it exits raises nothing either."""
-    import subprocess
-    import sys
-
-    proc = subprocess.Popen([sys.executable, "-c", _STOPPED_WHILE_IDLE, str(tmp_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for(lambda: (tmp_path / "serving").exists(), HANG_GUARD_S, "the zygote to serve")
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=HANG_GUARD_S)
-    finally:
-        proc.kill()
-    assert proc.returncode == 0 and err == "", err
+    code, out, err = _signalled(_STOPPED_WHILE_IDLE, tmp_path, "serving", "the zygote to serve")
+    assert code == 0 and err == "", err
     assert out.split() == ["stopped", "exited"]
 
 
@@ -370,8 +368,6 @@ def test_a_starting_zygote_removes_the_folders_of_render_processes_killed_before
     """A render process killed with its zygote (the worker SIGKILLed) leaves its private folder; the
     next zygote on the host removes it before its first fork, and keeps a living process's."""
     import os
-    import subprocess
-    import sys
 
     from docfence.sandbox.scratch import LOCK_NAME
     from docfence.sandbox.zygote import RENDER_TMP_PREFIX
@@ -439,9 +435,5 @@ print("stopped")
 
 def test_a_zygote_stopped_before_it_was_ready_says_nothing_to_the_closed_socket() -> None:
     """No "ready" (the parent is gone), no BrokenPipeError on the command's terminal."""
-    import subprocess
-    import sys
-
-    ran = subprocess.run([sys.executable, "-c", _STOPPED_BEFORE_READY], capture_output=True, text=True,
-                         timeout=HANG_GUARD_S, check=False)
+    ran = _script(_STOPPED_BEFORE_READY)
     assert (ran.returncode, ran.stdout.split(), ran.stderr) == (0, ["stopped"], "")
