@@ -36,7 +36,7 @@ class Art:
     each page adds only the few bytes that place them. Such an art is a template shared by every page
     whose page number has as many digits: `draw` names each digit's form `/D` + SLOT, filled per page."""
 
-    pieces: tuple[tuple[float, pikepdf.Stream], ...]
+    pieces: tuple[tuple[float, pikepdf.Stream], ...]  # a single form's (its `form`); () for runs
     outline: Outline
     draw: str = "/DfText Do"  # the operators drawing the pieces, by the names of `named`
     named: tuple[tuple[str, pikepdf.Stream], ...] = ()  # resource name -> form (each form once)
@@ -117,7 +117,7 @@ class ArtShop:
         if named is None:
             named = self._named_for[statics] = self._named(statics)
         width, (s0, s1, s2, s3) = self._digit_slot()
-        x, pieces, ops, k, slots = 0.0, [], [], 0, 0
+        x, ops, k, slots = 0.0, [], 0, 0
         x0 = y0 = float("inf")
         x1 = y1 = float("-inf")
         for part in shape:
@@ -129,14 +129,13 @@ class ArtShop:
                 continue
             form, (b0, b1, b2, b3), advance = self._chunk(part)
             if form is not None:  # a blank run adds only its width
-                pieces.append((x, form))
                 ops.append(f"q 1 0 0 1 {x:.1f} 0 cm /S{k} Do Q")
                 x0, y0, x1, y1 = min(x0, b0 + x), min(y0, b1), max(x1, b2 + x), max(y1, b3)
             x += advance
             k += 1
         if not ops:
             raise ConfigError("the mark text has nothing visible to draw")
-        return Art(tuple(pieces), Outline(b"", (x0, y0, x1, y1), x), " ".join(ops), named.named,
+        return Art((), Outline(b"", (x0, y0, x1, y1), x), " ".join(ops), named.named,
                    ("runs", *statics), slots)
 
     def _digit_slot(self) -> tuple[float, tuple[float, float, float, float]]:
