@@ -15,7 +15,7 @@ from typing import Any
 
 from docfence.config import Settings
 from docfence.core.errors import ConfigError
-from docfence.core.process_id import namespace
+from docfence.core.process_id import alive, namespace
 
 #: prometheus_client's own variable: it picks its multi-process value class when first imported.
 ENV_VAR = "PROMETHEUS_MULTIPROC_DIR"
@@ -78,7 +78,7 @@ def fold_dead(folder: Path) -> list[str]:
         try:
             for path in sorted(folder.glob("*.db")):
                 match = _FILE.fullmatch(path.name)
-                if not match or match.group(3) != namespace() or _alive(int(match.group(2))):
+                if not match or match.group(3) != namespace() or alive(int(match.group(2))):
                     continue  # another namespace's pid means nothing here: never folded
                 kind = match.group(1)
                 if kind in _SUMMED:
@@ -96,18 +96,6 @@ def fold_dead(folder: Path) -> list[str]:
             for archive in archives.values():
                 archive.close()
     return folded
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # it exists, under another user
-    return True
 
 
 def share(settings: Settings) -> Path | None:

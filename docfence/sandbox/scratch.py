@@ -19,6 +19,7 @@ import shutil
 import tempfile
 
 from docfence.core.clock import utcnow
+from docfence.core.process_id import alive
 
 LOCK_NAME = ".owner"
 ORPHAN_MIN_AGE_S = 600.0
@@ -60,7 +61,7 @@ def remove_orphans(prefix: str, folder: str | None = None) -> list[str]:
         try:
             if state == "held":
                 continue  # its owner lives
-            if state == "none" and (_alive(int(match.group(1))) or _age_s(entry) < ORPHAN_MIN_AGE_S):
+            if state == "none" and (alive(int(match.group(1))) or _age_s(entry) < ORPHAN_MIN_AGE_S):
                 continue
             shutil.rmtree(entry.path, ignore_errors=True)
             removed.append(entry.name)
@@ -98,18 +99,6 @@ def _age_s(entry: os.DirEntry[str]) -> float:
     with contextlib.suppress(OSError):
         return utcnow().timestamp() - entry.stat(follow_symlinks=False).st_mtime
     return 0.0
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return True  # not a process number: leave it alone
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True  # another user's process (or not a pid at all): not ours to judge
-    return True
 
 
 __all__ = ["LOCK_NAME", "ORPHAN_MIN_AGE_S", "hold", "make_owned", "remove_orphans"]
