@@ -287,7 +287,11 @@ async def _read_until_terminal(
     until = monotonic() + budget_s
     loop = asyncio.get_running_loop()
     woken = asyncio.Event()
-    with service.watch_job_end(job_id, on_wake=lambda: loop.call_soon_threadsafe(woken.set)):
+
+    def wake() -> None:  # runs in the store's listener thread: hand the wake-up to this request's loop
+        loop.call_soon_threadsafe(woken.set)
+
+    with service.watch_job_end(job_id, on_wake=wake):
         detail = await run_in_threadpool(read, principal, job_id)
         while not detail.job.terminal:
             remaining = until - monotonic()

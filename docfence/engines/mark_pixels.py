@@ -56,7 +56,7 @@ def _render_rgba(geo: PageGeometry, marks: PageMarks, size: tuple[int, int], sca
         width_pt, _ = page.get_size()
         fit = scale if scale is not None else size[0] / width_pt
         bitmap = page.render(scale=fit, fill_color=(0, 0, 0, 0), draw_annots=False)
-        img = bitmap.to_pil().convert("RGBA")
+        img: Image.Image = bitmap.to_pil().convert("RGBA")
         page.close()
     finally:
         doc.close()

@@ -71,7 +71,7 @@ class MarkSet:
         """Per mark: the PageMark every page shares (static marks), or the runs with every field but
         `{page}` filled (split_runs keeps `{page}` as a run of its own, filled per page)."""
         values = {**dict(self.values), "page": "\x00", "pages": str(count)}
-        out = []
+        out: list[tuple[WatermarkSpec, PageMark | None, Runs]] = []
         for k, spec in enumerate(self.marks):
             if spec.image is not None:
                 out.append((spec, PageMark(k, spec, "", ()), ()))

@@ -45,7 +45,7 @@ class Outline:
 Segment = tuple[str, tuple[float, ...]]  # PDF path operator and its coordinates
 
 
-class PdfPathPen(BasePen):
+class PdfPathPen(BasePen):  # type: ignore[misc]  # fontTools ships no type hints
     """A fontTools pen recording PDF path segments (quadratic curves raised to cubic)."""
 
     def __init__(self, glyph_set: object) -> None:

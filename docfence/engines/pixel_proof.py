@@ -26,14 +26,14 @@ def render(page: pdfium.PdfPage, dpi: int | None = None) -> Image.Image:
     """Low-resolution render. For raster outputs, both sides are rendered at the raster DPI and then
     area-averaged, so hairlines (one device pixel at any scale) weigh the same in input and output."""
     fine, factor = (_small_scale(page.get_size()), 1) if dpi is None else proof_scale(page.get_size(), dpi)
-    img = page.render(scale=fine, draw_annots=True, may_draw_forms=True).to_pil().convert("RGB")
+    img: Image.Image = page.render(scale=fine, draw_annots=True, may_draw_forms=True).to_pil().convert("RGB")
     return img.reduce(factor) if factor > 1 else img
 
 
 def render_like(page: pdfium.PdfPage, size: tuple[int, int]) -> Image.Image:
     """An image-only raster page, rendered straight at the comparison size (pdfium area-samples images)."""
     scale = size[0] / max(page.get_size()[0], 1.0)
-    img = page.render(scale=scale, draw_annots=True).to_pil().convert("RGB")
+    img: Image.Image = page.render(scale=scale, draw_annots=True).to_pil().convert("RGB")
     return img if img.size == size else img.resize(size)
 
 

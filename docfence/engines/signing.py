@@ -112,9 +112,9 @@ def _signer_class() -> type:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
     from pyhanko.sign import signers
-    from pyhanko.sign.general import get_pyca_cryptography_hash
+    from pyhanko_certvalidator.util import get_pyca_cryptography_hash
 
-    class _LoadedKeySigner(signers.SimpleSigner):  # type: ignore[misc]
+    class _LoadedKeySigner(signers.SimpleSigner):
         """pyHanko's SimpleSigner re-parses and re-checks the key on every signature (~30 ms of RSA
         key validation); this one parses it once, skipping the check the parent made at start-up, and
         hands pyHanko its signed attributes already encoded (see signed_attrs).

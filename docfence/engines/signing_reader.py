@@ -18,6 +18,7 @@ from typing import Any, BinaryIO
 
 from pyhanko.pdf_utils import generic
 from pyhanko.pdf_utils.decode_limits import DecodeContext, DecodeLimits
+from pyhanko.pdf_utils.misc import read_non_whitespace
 from pyhanko.pdf_utils.reader import PdfFileReader, _read_header_version, process_data_at_eof
 from pyhanko.pdf_utils.xref import (
     ObjStreamRef,
@@ -106,12 +107,12 @@ def _read_dictionary(reader: PdfFileReader, ref: Any, offset: int) -> generic.Di
     container = generic.Reference(ref.idnum, ref.generation, reader)
     data: dict[Any, Any] = {}
     while True:
-        if generic.read_non_whitespace(stream) == b">":
+        if read_non_whitespace(stream) == b">":
             stream.read(1)
             break
         stream.seek(-1, os.SEEK_CUR)
         key = generic.NameObject.read_from_stream(stream)
-        generic.read_non_whitespace(stream, seek_back=True)
+        read_non_whitespace(stream, seek_back=True)
         value = _read_refs(reader, stream) if key == "/Kids" else _read_hex(stream)
         if value is None:
             value = generic.read_object(stream, container)

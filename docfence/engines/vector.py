@@ -160,10 +160,11 @@ def _own_resources(page: pikepdf.Dictionary) -> pikepdf.Dictionary:
             parent = parent.get("/Parent")
     # copied as pikepdf dictionaries (shallow, direct), never through Python dicts: a name that is not
     # UTF-8 (`/Fm\xb0`) does not survive the round trip through a Python str (std::bad_cast)
-    own = pikepdf.Dictionary(res) if res is not None else pikepdf.Dictionary()
+    own = pikepdf.Dictionary(res) if res is not None else pikepdf.Dictionary()  # type: ignore[arg-type]
     xobjects = own.get("/XObject")
-    own.XObject = pikepdf.Dictionary(xobjects) if isinstance(xobjects, pikepdf.Dictionary) \
-        else pikepdf.Dictionary()
+    # pikepdf's hints accept only Python mappings; a pikepdf.Dictionary is copied shallowly as one
+    own.XObject = (pikepdf.Dictionary(xobjects) if isinstance(xobjects, pikepdf.Dictionary)  # type: ignore[arg-type]
+                   else pikepdf.Dictionary())
     page.Resources = own
     return own
 

@@ -246,6 +246,7 @@ def _decode_failures(data: bytes, pw: str, spec: VerificationSpec, geos: dict[in
                      pages: list[int]) -> list[str]:
     import zxingcpp
 
+    qr_only = zxingcpp.BarcodeFormats(zxingcpp.BarcodeFormat.QRCode)
     failures: list[str] = []
     doc = pdfium.PdfDocument(data, password=pw or None)
     try:
@@ -259,7 +260,7 @@ def _decode_failures(data: bytes, pw: str, spec: VerificationSpec, geos: dict[in
                 image = page.render(scale=DECODE_DPI / 72.0, crop=crop, may_draw_forms=True).to_pil()
             finally:
                 page.close()
-            found = [r.text for r in zxingcpp.read_barcodes(image, formats=zxingcpp.BarcodeFormat.QRCode)]
+            found = [r.text for r in zxingcpp.read_barcodes(image, formats=qr_only)]
             if spec.url not in found:
                 failures.append(f"page {i + 1}: " + (f"decodes to another text ({len(found)} codes)" if found
                                                      else "no QR code decodes"))

@@ -25,7 +25,7 @@ def build_registry(store: GaugeStore | None) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     if metrics.multiprocess_enabled():
         folder = Path(os.environ[ENV_VAR])
-        registry.register(_FoldLocked(MultiProcessCollector(None), folder))  # type: ignore[no-untyped-call]
+        registry.register(_FoldLocked(MultiProcessCollector(None), folder))
     else:
         registry.register(_Delegate(REGISTRY))
     if store is not None:
@@ -44,7 +44,7 @@ class _FoldLocked:
     def collect(self) -> Any:
         with self.lock.open("a") as lock:
             fcntl.flock(lock, fcntl.LOCK_SH)
-            return list(self.inner.collect())  # type: ignore[no-untyped-call]
+            return list(self.inner.collect())
 
     def describe(self) -> list[Any]:
         return []
