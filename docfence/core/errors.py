@@ -15,6 +15,7 @@
     ├── BlobError                      artifact storage
     │   ├── BlobNotFound
     │   ├── BlobIntegrityError         sha256 mismatch on read
+    │   ├── StorageFull                no space left on the device or bucket quota (retryable)
     │   └── RegionNotApproved
     ├── DocumentError                  the document fails its own job (permanent unless noted)
     │   ├── NotAPdf, MalformedPdf, NoPages, PageTreeInvalid, CorruptContent
@@ -29,6 +30,7 @@
     │   ├── RenderResourceExceeded     time, memory or output size limit of the render child
     │   ├── RenderCrashed              the render process died without an answer (retryable)
     │   └── EngineError                an unexpected exception inside an engine (a bug, not a limit)
+    ├── InternalError                  an exception nobody expected, outside an engine (carries an error id)
     ├── ProviderError                  outside renderers (see providers/)
     ├── RequestError                   the service boundary: a caller's request is refused
     │   ├── InvalidRequest, Unauthorized, Forbidden, UploadTooLarge
@@ -148,6 +150,13 @@ class BlobIntegrityError(BlobError):
 
     code = "object_integrity"
     retryable = False
+
+
+class StorageFull(BlobError):
+    """No space left in artifact storage."""
+
+    code = "storage_full"
+    retryable = True  # an outage of the storage, not of the document: retried over the deadline
 
 
 class RegionNotApproved(DocfenceError):
@@ -286,6 +295,17 @@ class EngineError(DocumentError):
     """The engine failed unexpectedly on this document."""
 
     code = "engine_error"  # same bytes, same policy, same failure: retrying would not help
+
+
+class InternalError(DocfenceError):
+    """An unexpected error; its error id names the traceback in the log."""
+
+    code = "internal_error"
+
+    def __init__(self, message: str | None = None, *, error_id: str | None = None) -> None:
+        #: Names the logged traceback (never shown with it in a public message).
+        self.error_id = error_id
+        super().__init__(message)
 
 
 class ProviderError(DocfenceError):

@@ -23,11 +23,16 @@ RENDER_SECONDS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 
 TERMINAL_SECONDS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 14400.0)
 ATTEMPT_BUCKETS = (1, 2, 3, 4, 5, 10, 20, 100)
 _MODES = frozenset({"vector", "raster"})
+#: Why a worker discarded an attempt's output (record_discarded).
+DISCARD_REASONS = ("lease_lost", "stale_commit", "stale_fail", "commit_unknown")
+#: How a provider poll ended: the values of providers.poller.PollOutcomeCode (a test keeps them equal).
+POLL_OUTCOMES = ("succeeded", "provider_failed", "deadline", "provider_http_error", "provider_unavailable",
+                 "provider_malformed", "provider_unknown_status")
 _MAX_LABEL = 48
 
 if getattr(values.ValueClass, "_multiprocess", False):
     # before the first metric: files named by pid and pid namespace, not bare pid (process_id.py)
-    values.ValueClass = values.MultiProcessValue(process_identifier=process_identifier)  # type: ignore[no-untyped-call]
+    values.ValueClass = values.MultiProcessValue(process_identifier=process_identifier)
 
 RENDER_DURATION = Histogram(
     "docfence_render_duration_seconds", "Render + validation time of one attempt in its child process.",
@@ -65,6 +70,30 @@ PROVIDER_POLLS = Counter(
 PROVIDER_OBSERVATIONS = Counter(
     "docfence_provider_observations_total", "Provider status passes by classification.", ["kind"])
 
+SKIPPED_LOCKED = Counter(
+    "docfence_reconcile_skipped_locked_total",
+    "Due rows (lease expired, deadline passed) a reconciler pass skipped because a session held their lock.",
+    ["pass"],
+)
+SKIPPED_LOCKED_ESCALATED = Counter(
+    "docfence_reconcile_skipped_locked_escalated_total",
+    "Rows skipped for a lock beyond the bound, then handled by waiting for the lock (or the holder's end).",
+    ["pass"],
+)
+INFRA_RETRIES = Counter(
+    "docfence_infrastructure_retries_total",
+    "Transient store or storage errors a worker retried within the attempt (no attempt spent).",
+    ["target", "code"],
+)
+HEARTBEAT_ABANDONED = Counter(
+    "docfence_heartbeats_abandoned_total",
+    "Heartbeats that had not returned before a held lease would lapse (a partition or a frozen store).")
+LOOP_ERRORS = Counter(
+    "docfence_loop_errors_total", "Unexpected exceptions a long-running loop survived, by loop.", ["loop"])
+INTERNAL_ERRORS = Counter(
+    "docfence_internal_errors_total",
+    "Attempts failed with internal_error (a bug: its error id names the traceback in the log).")
+
 HTTP_SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 HTTP_REQUESTS = Counter(
     "docfence_http_requests_total", "HTTP requests answered by the API, by route template and status.",
@@ -83,6 +112,15 @@ for _outcome in ("requeued", "failed"):
     RECLAIMED.labels(_outcome)
 for _claimed in sorted(_MODES):
     CLAIMS.labels(_claimed)
+for _reason in DISCARD_REASONS:
+    DISCARDED.labels(_reason)
+for _poll in POLL_OUTCOMES:
+    PROVIDER_POLLS.labels(_poll)
+for _mode_name in sorted(_MODES):  # the validation-failure rate has a series before its first failure
+    VALIDATION_FAILURES.labels("unknown", _mode_name)
+for _pass in ("lease_expired", "deadline_reached"):
+    SKIPPED_LOCKED.labels(_pass)
+    SKIPPED_LOCKED_ESCALATED.labels(_pass)
 
 
 def multiprocess_enabled() -> bool:
@@ -170,6 +208,33 @@ def record_reconcile(requeued: int, failed: int) -> None:
 def record_discarded(reason: str) -> None:
     """`reason`: lease_lost, stale_commit, stale_fail, commit_unknown (store unreachable at commit)."""
     DISCARDED.labels(_label(reason)).inc()
+
+
+def record_skipped_locked(pass_name: str, n: int, *, escalated: int = 0) -> None:
+    """`pass_name`: lease_expired or deadline_reached; rows a pass skipped for a lock, and how many of
+    them it then handled by escalation."""
+    if n > 0:
+        SKIPPED_LOCKED.labels(_label(pass_name)).inc(n)
+    if escalated > 0:
+        SKIPPED_LOCKED_ESCALATED.labels(_label(pass_name)).inc(escalated)
+
+
+def record_infra_retry(target: str, code: str) -> None:
+    """`target`: store or storage; `code`: the error's stable code (store_unavailable, storage_full...)."""
+    INFRA_RETRIES.labels(_label(target), _label(code)).inc()
+
+
+def record_heartbeat_abandoned() -> None:
+    HEARTBEAT_ABANDONED.inc()
+
+
+def record_loop_error(loop: str) -> None:
+    """`loop`: the loop's fixed name (reconciler, webhooks, reports, scheduler, ...)."""
+    LOOP_ERRORS.labels(_label(loop)).inc()
+
+
+def record_internal_error() -> None:
+    INTERNAL_ERRORS.inc()
 
 
 def record_validation_failure(check: str, mode: str = "other") -> None:
