@@ -90,7 +90,8 @@ def register(sub: Any) -> None:
     wait.set_defaults(func=_guard(run_wait))
     download = sub.add_parser("download", parents=[common], help="download a job's verified artifact")
     download.add_argument("job")
-    download.add_argument("--out", required=True, help="file or folder")
+    download.add_argument("--out", required=True,
+                          help="a file, or a folder: an existing one or a path ending in / (created)")
     download.set_defaults(func=_guard(run_download))
 
 

@@ -258,7 +258,8 @@ class DocfenceClient:
     # -- download --------------------------------------------------------------------------------
     def download(self, job_id: str, dest: str | os.PathLike[str]) -> Path:
         """Fetch the artifact through its signed URL (no Authorization sent there), verify its sha256
-        and write it atomically. `dest` may be a folder (then `<job_id>.pdf` inside it)."""
+        and write it atomically. `dest` may be a folder (then `<job_id>.pdf` inside it): an existing one,
+        or a path ending in a separator (`dl/`), which is created."""
         job = self.get(job_id)
         # A deleted job's artifact is gone: the artifact route answers 410 artifact_gone (raised as Gone).
         if not job.raw.get("deleted_at") and (job.state != "succeeded" or job.artifact is None):
@@ -266,7 +267,10 @@ class DocfenceClient:
             raise ArtifactMissing(f"job {job_id} has no artifact yet (state {job.state})")
         redirect = self._request("GET", f"/v1/jobs/{job_id}/artifact", expect_redirect=True)
         url = redirect.url.join(redirect.headers["location"])
-        target = Path(dest)
+        raw = os.fspath(dest)
+        target = Path(raw)
+        if raw.endswith(("/", os.sep)):  # Path() drops the separator that says "a folder"
+            target.mkdir(parents=True, exist_ok=True)
         if target.is_dir():
             target = target / f"{job_id}.pdf"
         if job.artifact is None:

@@ -63,6 +63,10 @@ def test_submit_status_wait_download(
     out = tmp_path / "out.pdf"
     assert cli(["download", job_id, "--out", str(out)]) == 0
     assert out.read_bytes() == b"%PDF-1.4 out\n"
+    folder = tmp_path / "dl"  # a trailing separator names a folder, made if missing
+    assert cli(["download", job_id, "--out", f"{folder}/"]) == 0
+    assert (folder / f"{job_id}.pdf").read_bytes() == b"%PDF-1.4 out\n"
+    assert capsys.readouterr().out.strip().endswith(f"dl/{job_id}.pdf")
     assert cli(["cancel", job_id]) == 4
     assert "job_already_ended" in capsys.readouterr().err
 
