@@ -68,6 +68,10 @@ def classes_from(tables: Any, builtin: bool) -> dict[str, DocumentClass]:
 _MARK_KEYS = ("marks", "max_marks", "allowed_fields", "timezone", "images")
 
 
+#: The keys a `[classes.NAME]` table may hold, as docs/configuration.md documents them.
+_CLASS_KEYS = frozenset({f.name for f in fields(DocumentClass)} - {"name", "mark_rules"} | set(_MARK_KEYS))
+
+
 def _mark_rules(label: str, spec: dict[str, Any]) -> MarkRules:
     """The class's mark settings (popped from `spec`): logos read from their files now, each class mark
     checked now, so a bad setting fails at start-up with the key that names it."""
@@ -108,7 +112,10 @@ def _doc_class(name: str, spec: Any) -> DocumentClass:
         except ValueError:
             raise invalid(f"{label}.mode", spec["mode"], f"allowed: {', '.join(m.value for m in Mode)}") \
                 from None
-    spec["mark_rules"] = rules = _mark_rules(label, spec)
+    unknown = sorted(set(spec) - _CLASS_KEYS)
+    if unknown:  # before the mark keys are taken out, so the allowed list is the documented one
+        raise ConfigError(f"{label}: unknown key {unknown[0]!r} (allowed: {', '.join(sorted(_CLASS_KEYS))})")
+    rules = _mark_rules(label, spec)
     if "watermark" in spec:
         wm = spec["watermark"]
         if isinstance(wm, dict) and isinstance(wm.get("color"), list):
@@ -136,4 +143,4 @@ def _doc_class(name: str, spec: Any) -> DocumentClass:
             if key == "verification" and {"url", "code"} & set(spec[key]):
                 raise ConfigError(f"{table}: url and code are set per job, not per class")
             spec[key] = section(spec_cls, table, spec[key])
-    return section(DocumentClass, label, spec, name=name)  # type: ignore[no-any-return]
+    return section(DocumentClass, label, spec, name=name, mark_rules=rules)  # type: ignore[no-any-return]

@@ -127,7 +127,7 @@ def test_config_file_errors_name_the_table_key_and_keep_builtin_classes(tmp_path
 
     config = tmp_path / "docfence.toml"
     config.write_text("[classes.x]\ndeadline = 5\n")
-    with pytest.raises(ConfigError, match=r"^\[classes\.x\]: unknown key 'deadline' \(allowed: deadline_s"):
+    with pytest.raises(ConfigError, match=r"^\[classes\.x\]: unknown key 'deadline' \(allowed: allowed_fields, deadline_s"):
         load_settings(env={"DOCFENCE_CONFIG": str(config)})
     config.write_text('[classes.x]\ndeadline_s = "soon"\n')
     with pytest.raises(ConfigError, match=r"^\[classes\.x\]\.deadline_s='soon': must be a number$"):
@@ -231,3 +231,24 @@ def test_an_unreachable_database_is_named_without_its_password(
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("docfence: store_unavailable: ") and "hunter2" not in line
     assert url.replace("hunter2", "***") in line
+
+
+def test_a_class_table_allows_exactly_its_documented_keys(tmp_path: Path) -> None:
+    """The unknown-key message lists the keys docs/configuration.md documents for `[classes.NAME]`,
+    and an internal name (`mark_rules`) is refused like any unknown key."""
+    import re
+
+    from docfence.config import load_settings
+    from docfence.core.errors import ConfigError
+
+    doc = (Path(__file__).parents[2] / "docs" / "configuration.md").read_text()
+    table = doc[doc.index("| `mode` | `vector`"):doc.index("| `signing` | `None`")]
+    documented = sorted({*re.findall(r"^\| `(\w+)` \|", table, re.M), "signing"})
+    assert len(documented) == 18
+    config = tmp_path / "docfence.toml"
+    for key in ("mark_rules", "name", "colour"):
+        config.write_text(f"[classes.x]\n{key} = 1\n")
+        with pytest.raises(ConfigError) as refused:
+            load_settings(env={"DOCFENCE_CONFIG": str(config)})
+        assert refused.value.message == (f"[classes.x]: unknown key {key!r} "
+                                         f"(allowed: {', '.join(documented)})")
