@@ -28,7 +28,8 @@ def test_the_poll_outcomes_are_the_pollers_codes() -> None:
 
 def test_counters_read_by_rules_and_dashboard_start_at_zero() -> None:
     text = _fresh_exposition()
-    expected = [f'docfence_stale_attempts_discarded_total{{reason="{r}"}} 0.0' for r in metrics.DISCARD_REASONS]
+    expected = [f'docfence_stale_attempts_discarded_total{{reason="{r}"}} 0.0'
+                for r in metrics.DISCARD_REASONS]
     expected += [f'docfence_provider_polls_total{{outcome="{o}"}} 0.0' for o in metrics.POLL_OUTCOMES]
     expected += [f'docfence_validation_failures_total{{check="unknown",mode="{m}"}} 0.0'
                  for m in ("raster", "vector")]
