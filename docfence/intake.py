@@ -10,9 +10,10 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
-from typing import BinaryIO
+from typing import BinaryIO, Literal
 
 from docfence.blobs import BlobStore
+from docfence.blobs.base import Readable
 from docfence.core.errors import DocfenceError, EmptyUpload, InvalidRequest, UnsupportedUpload, UploadTooLarge
 from docfence.core.records import Job, NewJob
 
@@ -65,7 +66,7 @@ class BatchOutcome:
     error: DocfenceError | None = None
 
     @property
-    def status(self) -> str:
+    def status(self) -> Literal["created", "existing", "refused"]:
         if self.error is not None:
             return "refused"
         return "created" if self.created else "existing"
@@ -134,7 +135,7 @@ def item_error(index: int, total: int, exc: DocfenceError) -> DocfenceError:
 class CappedReader:
     """Reads through to `raw` and raises UploadTooLarge once more than `limit` bytes went by."""
 
-    def __init__(self, raw: BinaryIO, limit: int) -> None:
+    def __init__(self, raw: Readable, limit: int) -> None:
         self.raw, self.limit, self.total = raw, limit, 0
 
     def read(self, n: int = -1) -> bytes:

@@ -1,17 +1,20 @@
 """The narrow BlobStore protocol every artifact backend implements, plus the shared pieces:
-key validation (path traversal is impossible by construction), BlobInfo, and a verifying reader."""
+key validation (path traversal is impossible by construction), BlobInfo, a verifying reader, and the
+one translation of a local I/O error (a full disk is StorageFull, anything else BlobError)."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
 from typing import Protocol, runtime_checkable
 
-from docfence.core.errors import BlobError, BlobIntegrityError, ConfigError
+from docfence.core.errors import BlobError, BlobIntegrityError, ConfigError, StorageFull
 
 CHUNK_SIZE = 1024 * 1024
 MAX_KEY_LENGTH = 1024  # S3's limit, in bytes; keys are ASCII so characters == bytes
@@ -19,6 +22,7 @@ MAX_SEGMENT_LENGTH = 255  # common file-system limit for one path component
 # A segment starts with a letter or digit, so no key can name a dot-file: `.`, `..`, `.tmp-*` are impossible.
 _SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._=+-]*")
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})  # a full device, an exhausted disk quota
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +147,25 @@ def read_limited(stream: Readable, max_bytes: int, chunk_size: int = CHUNK_SIZE)
         yield chunk
 
 
+def os_error(exc: OSError, action: str) -> BlobError:
+    """`exc`, raised while doing `action` ("write object 'k'"), as docfence's error: StorageFull ("no
+    space left to ...") for a full device or quota, else BlobError (retryable). The message names the
+    action and the errno, never a file path (it may be shown to the job's owner)."""
+    name = errno.errorcode.get(exc.errno or 0, type(exc).__name__)
+    if exc.errno in NO_SPACE_ERRNOS:
+        return StorageFull(f"no space left to {action} ({name})")
+    return BlobError(f"cannot {action} ({name})")
+
+
+@contextmanager
+def translated_os_errors(action: str) -> Iterator[None]:
+    """Raise an OSError of the block as `os_error(exc, action)` (its cause kept)."""
+    try:
+        yield
+    except OSError as exc:
+        raise os_error(exc, action) from exc
+
+
 def verify(key: str, actual_sha256: str, expected_sha256: str | None) -> None:
     if expected_sha256 is not None and actual_sha256 != expected_sha256:
         raise BlobIntegrityError(f"sha256 mismatch reading {key!r}")
@@ -163,7 +186,8 @@ class BlobReader:
     def read(self, n: int = -1) -> bytes:
         if n == 0:
             return b""
-        data = self._raw.read() if n < 0 else self._raw.read(n)
+        with translated_os_errors(f"read object {self.key!r}"):
+            data = self._raw.read() if n < 0 else self._raw.read(n)
         if data:
             self._hash.update(data)
         if not data or n < 0:

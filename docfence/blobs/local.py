@@ -1,5 +1,6 @@
 """LocalBlobStore: artifacts as private files under one root folder. A write goes to a dot-named temp file
-in the target folder, is fsynced, moved into place with os.replace, and the folder is fsynced."""
+in the target folder, is fsynced, moved into place with os.replace, and the folder is fsynced. A full
+disk or quota (ENOSPC, EDQUOT) anywhere is StorageFull; any other OS error is BlobError."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ from docfence.blobs.base import (
     Readable,
     check_max_bytes,
     normalize_prefix,
+    os_error,
     read_limited,
+    translated_os_errors,
     validate_key,
     validate_sha256,
 )
@@ -62,7 +65,11 @@ class LocalBlobStore:
 
     def _write(self, key: str, chunks: Iterable[bytes]) -> BlobInfo:
         path = self._path(key)
-        fd, tmp = self._open_temp(path.parent)
+        try:
+            fd, tmp = self._open_temp(path.parent)
+        except BlobError:
+            self._prune_up(path.parent)  # the folders it may have made for the key
+            raise
         digest, size, source_errors = hashlib.sha256(), 0, list[BaseException]()
         try:
             with os.fdopen(fd, "wb") as out:
@@ -77,9 +84,10 @@ class LocalBlobStore:
             _unlink_quietly(tmp)
             self._prune_up(path.parent)
             if isinstance(exc, OSError) and exc not in source_errors:  # the caller's stream errors pass as-is
-                raise BlobError(f"cannot write object {key!r}") from exc
+                raise os_error(exc, f"write object {key!r}") from exc
             raise
-        _fsync_dir(path.parent)
+        with translated_os_errors(f"make object {key!r} durable"):
+            _fsync_dir(path.parent)
         return BlobInfo(key=key, sha256=digest.hexdigest(), bytes=size)
 
     def _open_temp(self, folder: Path) -> tuple[int, str]:
@@ -91,8 +99,8 @@ class LocalBlobStore:
                 continue  # a concurrent delete pruned the folder after it became empty: create it again
             except NotADirectoryError as exc:
                 raise BlobError("key conflicts with an existing object (a key is also a folder)") from exc
-            except OSError as exc:
-                raise BlobError("cannot create a temp file in the blob store") from exc
+            except OSError as exc:  # a full disk fails here too (no inode, no block for the folder)
+                raise os_error(exc, "create a temp file in the blob store") from exc
         raise BlobError("blob folder keeps disappearing under concurrent deletes")
 
     def _ensure_dir(self, folder: Path) -> None:
@@ -123,8 +131,13 @@ class LocalBlobStore:
         except _MISSING as exc:
             raise BlobNotFound(f"no object {key!r}") from exc
         except OSError as exc:
-            raise BlobError(f"cannot read object {key!r}") from exc
-        return BlobReader(key, raw, os.fstat(raw.fileno()).st_size, expected_sha256)
+            raise os_error(exc, f"read object {key!r}") from exc
+        try:
+            size = os.fstat(raw.fileno()).st_size
+        except OSError as exc:
+            raw.close()
+            raise os_error(exc, f"read object {key!r}") from exc
+        return BlobReader(key, raw, size, expected_sha256)
 
     def stat(self, key: str) -> BlobInfo | None:
         """Size and sha256 of the object, or None. The local sha256 is computed by reading the file."""
@@ -146,6 +159,8 @@ class LocalBlobStore:
             st = os.stat(self._path(key))
         except _MISSING:
             return None
+        except OSError as exc:
+            raise os_error(exc, f"stat object {key!r}") from exc
         if not stat.S_ISREG(st.st_mode):
             return None
         return datetime.fromtimestamp(st.st_mtime, UTC)
@@ -161,6 +176,8 @@ class LocalBlobStore:
                 entries = list(it)
         except (FileNotFoundError, NotADirectoryError):
             return
+        except OSError as exc:
+            raise os_error(exc, "list the blob store") from exc
         # Sorting a folder as "name/" yields keys in the same ascending byte order S3 lists them in.
         entries.sort(key=lambda e: e.name + "/" if e.is_dir(follow_symlinks=False) else e.name)
         for entry in entries:
@@ -180,8 +197,9 @@ class LocalBlobStore:
         except _MISSING:
             return False
         except OSError as exc:
-            raise BlobError(f"cannot delete object {key!r}") from exc
-        _fsync_dir(path.parent)
+            raise os_error(exc, f"delete object {key!r}") from exc
+        with translated_os_errors(f"make the deletion of {key!r} durable"):
+            _fsync_dir(path.parent)
         self._prune_up(path.parent)
         return True
 
@@ -198,11 +216,12 @@ class LocalBlobStore:
             except FileNotFoundError:
                 continue
             except OSError as exc:
-                raise BlobError(f"cannot delete object {rel!r}") from exc
+                raise os_error(exc, f"delete object {rel!r}") from exc
             removed += 1
             touched.add(path.parent)
-        for parent in touched:
-            _fsync_dir(parent)
+        with translated_os_errors(f"make the deletion under {folder_prefix!r} durable"):
+            for parent in touched:
+                _fsync_dir(parent)
         self._prune_down(folder)
         log.info("deleted %d objects under prefix %r", removed, folder_prefix)
         return removed

@@ -1,6 +1,7 @@
 """S3BlobStore: artifacts in one S3-compatible bucket under an optional folder prefix, through boto3.
 Every object records its sha256 (user metadata plus an S3 SHA256 checksum); botocore errors are
-translated to docfence's by error code at this boundary, never by message text."""
+translated to docfence's by error code at this boundary, never by message text. Every call is bounded
+(S3Timeouts): a black-holed endpoint fails the call with BlobError, it never blocks it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import logging
 import re
 import tempfile
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -27,10 +29,11 @@ from docfence.blobs.base import (
     check_max_bytes,
     normalize_prefix,
     read_limited,
+    translated_os_errors,
     validate_key,
     validate_sha256,
 )
-from docfence.core.errors import BlobError, BlobIntegrityError, BlobNotFound, ConfigError
+from docfence.core.errors import BlobError, BlobIntegrityError, BlobNotFound, ConfigError, StorageFull
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +41,34 @@ SHA256_METADATA = "sha256"  # stored as x-amz-meta-sha256: lower-case hex of the
 MIN_PART_SIZE = 5 * 1024 * 1024  # S3's minimum for every part but the last
 DEFAULT_PART_SIZE = 8 * 1024 * 1024
 _NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound"})  # HEAD answers carry only the status
+# S3 has no ENOSPC; these S3-compatible servers' codes mean "no room for this write": MinIO's full drives
+# (507) and bucket quota, Ceph RGW's user/bucket quota, and InsufficientCapacity (507) of other servers.
+_FULL_CODES = frozenset({"XMinioStorageFull", "XMinioAdminBucketQuotaExceeded", "QuotaExceeded",
+                         "InsufficientCapacity"})
+_INSUFFICIENT_STORAGE = 507  # HTTP status: whatever the code, the server says it has no room
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _DELETE_BATCH = 1000  # DeleteObjects limit
+
+
+@dataclass(frozen=True)
+class S3Timeouts:
+    """Bounds of every S3 call: a connection is given `connect_s`, each wait for bytes `read_s` (a slow
+    transfer that keeps moving goes on), and botocore makes at most `max_attempts` tries (its standard
+    retry mode, jittered back-off). The defaults bound a call to about 2 x (3 + 8) s plus one back-off,
+    under the default lease (30 s): a caller whose storage went silent gets BlobError while its lease
+    still holds, and longer outages are for the caller to retry. A `client` given to S3BlobStore
+    brings its own configuration instead."""
+
+    connect_s: float = 3.0
+    read_s: float = 8.0
+    max_attempts: int = 2
+
+    def __post_init__(self) -> None:
+        if not (self.connect_s > 0 and self.read_s > 0):
+            raise ConfigError("S3 connect and read timeouts must be positive")
+        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) \
+                or self.max_attempts < 1:
+            raise ConfigError("S3 max_attempts must be a positive integer")
 
 
 class S3BlobStore:
@@ -58,6 +87,7 @@ class S3BlobStore:
         part_size: int = DEFAULT_PART_SIZE,
         server_side_encryption: str | None = None,
         spool_dir: Path | None = None,
+        timeouts: S3Timeouts | None = None,
     ) -> None:
         if not _BUCKET.fullmatch(bucket):
             raise ConfigError(f"invalid S3 bucket name {bucket!r}")
@@ -70,7 +100,8 @@ class S3BlobStore:
         self._sse: dict[str, str] = (
             {"ServerSideEncryption": server_side_encryption} if server_side_encryption else {}
         )
-        self._client = client or _make_client(endpoint_url, region_name)
+        self.timeouts = timeouts or S3Timeouts()
+        self._client = client or _make_client(endpoint_url, region_name, self.timeouts)
 
     def __repr__(self) -> str:
         return f"S3BlobStore(bucket={self.bucket!r}, prefix={self.prefix!r})"
@@ -86,16 +117,21 @@ class S3BlobStore:
     def put_stream(self, key: str, stream: Readable, *, max_bytes: int) -> BlobInfo:
         full = self._full(key)
         check_max_bytes(max_bytes)
+        spooling = f"spool object {key!r} on local disk"  # a full spool disk is StorageFull too
         with tempfile.SpooledTemporaryFile(max_size=self._part_size, dir=self._spool_dir) as spool:
             digest, size = hashlib.sha256(), 0
             for chunk in read_limited(stream, max_bytes):  # raises before anything reaches the bucket
-                spool.write(chunk)
+                with translated_os_errors(spooling):  # only the spool's: the source's errors pass as-is
+                    spool.write(chunk)
                 digest.update(chunk)
                 size += len(chunk)
-            spool.seek(0)
+            with translated_os_errors(spooling):
+                spool.seek(0)
             info = BlobInfo(key=key, sha256=digest.hexdigest(), bytes=size)
             if size <= self._part_size:
-                self._put_object(full, spool.read(), info)
+                with translated_os_errors(spooling):
+                    data = spool.read()
+                self._put_object(full, data, info)
             else:
                 self._put_multipart(full, spool, info)
         return info
@@ -130,7 +166,7 @@ class S3BlobStore:
         upload = {**common, "UploadId": created["UploadId"]}
         try:
             parts: builtins.list[dict[str, Any]] = []
-            while chunk := spool.read(self._part_size):
+            while chunk := _read_spool(spool, self._part_size, info.key):
                 number, checksum = len(parts) + 1, _b64(hashlib.sha256(chunk).digest())
                 answer = self._call(
                     "put", info.key, self._client.upload_part,
@@ -160,7 +196,8 @@ class S3BlobStore:
         if expected_sha256 is not None and recorded is not None and recorded != expected_sha256:
             answer["Body"].close()
             raise BlobIntegrityError(f"sha256 mismatch reading {key!r}")
-        return BlobReader(key, answer["Body"], answer["ContentLength"], expected_sha256 or recorded)
+        body = _Body(answer["Body"], key)
+        return BlobReader(key, body, answer["ContentLength"], expected_sha256 or recorded)
 
     def stat(self, key: str) -> BlobInfo | None:
         """Size and the sha256 recorded at write time (computed by reading, for foreign objects)."""
@@ -259,19 +296,48 @@ class S3BlobStore:
             raise BlobError(f"s3 {op} of {key!r} failed: {type(exc).__name__}") from exc
 
 
+class _Body:
+    """botocore's StreamingBody, its errors translated: a read that times out or breaks off mid-object
+    raises BlobError (retryable), like every other S3 failure."""
+
+    def __init__(self, raw: Any, key: str) -> None:
+        self._raw, self._key = raw, key
+
+    def read(self, amt: int | None = None, /) -> bytes:
+        try:
+            data: bytes = self._raw.read(amt)
+        except BotoCoreError as exc:
+            raise BlobError(f"s3 get of {self._key!r} failed while reading: {type(exc).__name__}") from exc
+        return data
+
+    def close(self) -> None:
+        with contextlib.suppress(BotoCoreError, OSError):
+            self._raw.close()
+
+
+def _read_spool(spool: IO[bytes], size: int, key: str) -> bytes:
+    with translated_os_errors(f"spool object {key!r} on local disk"):
+        return spool.read(size)
+
+
 def _translate(exc: ClientError, op: str, key: str) -> BlobError:
+    """By the error code (and, for 507, the HTTP status), never by the message text."""
     code = str(exc.response.get("Error", {}).get("Code", "") or "unknown")
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
     if code in _NOT_FOUND_CODES:
         return BlobNotFound(f"no object {key!r}")
+    if code in _FULL_CODES or status == _INSUFFICIENT_STORAGE:
+        return StorageFull(f"no space left in the bucket to {op} {key!r}: {code}")
     return BlobError(f"s3 {op} of {key!r} failed: {code}")
 
 
-def _make_client(endpoint_url: str | None, region_name: str | None) -> Any:
+def _make_client(endpoint_url: str | None, region_name: str | None, timeouts: S3Timeouts) -> Any:
     """Credentials come from the standard boto3 chain (env vars, config files, instance roles)."""
     config = Config(
-        retries={"mode": "standard", "max_attempts": 5},
-        connect_timeout=5,
-        read_timeout=60,
+        retries={"mode": "standard", "total_max_attempts": timeouts.max_attempts},
+        connect_timeout=timeouts.connect_s,
+        read_timeout=timeouts.read_s,
+        tcp_keepalive=True,  # a peer that vanished is noticed on idle pooled connections too
         # Custom endpoints (MinIO, moto, on-prem) rarely resolve virtual-hosted bucket names.
         s3={"addressing_style": "path"} if endpoint_url else {},
     )

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken
 
-from docfence.blobs.base import BlobStore
+from docfence.blobs.base import NO_SPACE_ERRNOS, BlobStore, os_error
 from docfence.config import Settings
 from docfence.core.errors import BlobError, BlobNotFound, ConfigError
 
@@ -36,7 +36,15 @@ def load_key(settings: Settings) -> bytes:
         raise ConfigError("set DOCFENCE_PASSWORD_KEY (a Fernet key, e.g. from "
                           "cryptography.fernet.Fernet.generate_key()): without a local data folder, API "
                           "servers and workers must share one to accept PDF passwords", field="password_key")
-    return _key_file(folder / KEY_FILE)
+    path = folder / KEY_FILE
+    try:
+        return _key_file(path)
+    except OSError as exc:  # a full disk is StorageFull; anything else a data folder to fix
+        if exc.errno in NO_SPACE_ERRNOS:
+            raise os_error(exc, f"create the password key file {KEY_FILE}") from exc
+        raise ConfigError(f"the password key file {str(path)!r} cannot be created or read "
+                          f"({type(exc).__name__}); make the data folder writable or set "
+                          "DOCFENCE_PASSWORD_KEY", field="password_key") from exc
 
 
 def _key_file(path: Path) -> bytes:

@@ -1,5 +1,6 @@
 """Submitting documents: one upload or a batch, each stored (with its sealed password) under a
-pre-chosen job id before its job row is committed; the frozen policy a submission gets."""
+pre-chosen job id before its job row is committed; the frozen policy a submission gets. The bytes are
+removed only when the store's answer proves nothing committed: an answer that never came keeps them."""
 
 from __future__ import annotations
 
@@ -11,7 +12,16 @@ from typing import Any, BinaryIO
 from docfence import storage_keys as layout
 from docfence.blobs.sealed import PasswordSeal, load_key
 from docfence.core.access import Principal, check_tenant
-from docfence.core.errors import ConfigError, DocfenceError, InvalidRequest, RegionNotApproved, RequestError
+from docfence.core.errors import (
+    BlobError,
+    ConfigError,
+    DocfenceError,
+    IdempotencyConflict,
+    InvalidRequest,
+    RegionNotApproved,
+    RequestError,
+    StoreConflict,
+)
 from docfence.core.ids import new_id
 from docfence.core.marks import resolve_fields
 from docfence.core.policy import JobPolicy, Mode
@@ -44,7 +54,9 @@ class Submission(ServiceState):
         the job.
 
         Raises UploadTooLarge (nothing stored), RegionNotApproved (before any byte is stored),
-        InvalidRequest, IdempotencyConflict. A duplicate submission returns the first job.
+        InvalidRequest, IdempotencyConflict. A duplicate submission returns the first job. When the
+        store's answer is lost (StoreUnavailable, anything but a definite refusal) the upload is kept:
+        the job may have committed, and a retry with the same idempotency key finds it.
         """
         principal.require("jobs.submit")
         tenant = check_tenant(principal.tenant)
@@ -52,11 +64,11 @@ class Submission(ServiceState):
         try:
             with self._writes:
                 job, created = self.store.submit(staged.new)
-        except BaseException:
-            staged.discard()
+        except BaseException as exc:
+            _settle_unanswered([staged], exc)
             raise
         if job.id != staged.new.job_id:
-            staged.discard()  # an earlier identical submission already owns its input
+            _discard([staged])  # an earlier identical submission already owns its input
         log.info("job %s submitted (created=%s, attempt %d)", job.id, created, job.attempt)
         return job, created
 
@@ -75,18 +87,11 @@ class Submission(ServiceState):
                                  field="file")
         staged = self._stage_all(tenant, principal.actor, uploads)
         try:
-            for index, item in enumerate(staged):
-                if isinstance(item, BaseException) and not isinstance(item, RequestError | RegionNotApproved):
-                    raise item  # storage or store trouble: the whole batch fails, nothing is kept
-                if isinstance(item, DocfenceError) and not partial:
-                    raise item_error(index, len(uploads), item) from None
-            outcomes = self._commit_batch([BatchOutcome(i, error=item) if isinstance(item, DocfenceError)
-                                           else item for i, item in enumerate(staged)], partial)
-        except BaseException:
-            for item in staged:
-                if isinstance(item, Staged):
-                    item.discard()
+            items = _batch_items(staged, partial)
+        except BaseException:  # refused before the store was asked: nothing can have committed
+            _discard([item for item in staged if isinstance(item, Staged)])
             raise
+        outcomes = self._commit_batch(items, partial)
         log.info("batch of %d submitted (%d created)", len(uploads), sum(o.created for o in outcomes))
         return outcomes
 
@@ -106,9 +111,16 @@ class Submission(ServiceState):
             return list(pool.map(one, uploads))
 
     def _commit_batch(self, staged: list[Staged | BatchOutcome], partial: bool) -> list[BatchOutcome]:
+        """Commit the staged items in one store call; each item's bytes go when its answer refuses it
+        (or a definite refusal of the whole call), and stay when the answer was lost."""
         ready = [item for item in staged if isinstance(item, Staged)]
-        with self._writes:
-            answers = iter(self.store.submit_many([item.new for item in ready], all_or_nothing=not partial))
+        try:
+            with self._writes:
+                answers = iter(self.store.submit_many([item.new for item in ready],
+                                                      all_or_nothing=not partial))
+        except BaseException as exc:
+            _settle_unanswered(ready, exc)
+            raise
         outcomes = []
         for index, item in enumerate(staged):
             if isinstance(item, BatchOutcome):
@@ -116,12 +128,12 @@ class Submission(ServiceState):
                 continue
             answer = next(answers)
             if isinstance(answer, DocfenceError):
-                item.discard()
+                _discard([item])  # refused in its own place: this item did not commit
                 outcomes.append(BatchOutcome(index, error=answer))
                 continue
             job, created = answer
             if job.id != item.new.job_id:
-                item.discard()
+                _discard([item])  # an earlier identical submission already owns its input
             outcomes.append(BatchOutcome(index, job=job, created=created))
         return outcomes
 
@@ -193,3 +205,55 @@ class Submission(ServiceState):
         values = resolve_fields(rules, caller_fields(request), job_id=job_id, tenant=tenant,
                                 issued_at=self.clock.now())
         return policy.evolve(fields={**values, "sha8": sha256[:8]})
+
+
+def _batch_items(staged: Sequence[Staged | BaseException], partial: bool) -> list[Staged | BatchOutcome]:
+    """Each item staged, or (partial) answered with the request error that refused it. Raises the
+    first storage or store error (the whole batch fails), or (whole) the first refused item's error
+    as the batch's."""
+    items: list[Staged | BatchOutcome] = []
+    for index, item in enumerate(staged):
+        if isinstance(item, Staged):
+            items.append(item)
+        elif not isinstance(item, RequestError | RegionNotApproved):
+            raise item
+        elif not partial:
+            raise item_error(index, len(staged), item) from None
+        else:
+            items.append(BatchOutcome(index, error=item))
+    return items
+
+
+def refused_uncommitted(exc: BaseException) -> bool:
+    """Whether `exc`, raised by the store's submit, proves that nothing was committed: the store
+    refused the request (its idempotency key names another request, the job id exists), the database
+    rolled the transaction back (StoreConflict), or the request itself was refused. Anything else (a
+    connection lost before the answer, a plain StoreError, an exception nobody expected, an interrupt)
+    leaves the outcome unknown: the job row may exist."""
+    return isinstance(exc, IdempotencyConflict | StoreConflict | RequestError | RegionNotApproved)
+
+
+def _settle_unanswered(staged: Sequence[Staged], exc: BaseException) -> None:
+    """After the store's submit raised `exc`: remove the uploads when it proves nothing committed,
+    else keep them (and say so), since a job that did commit needs its input; the orphan sweep
+    (maintenance.staging) removes the bytes of job ids that never got a row."""
+    if refused_uncommitted(exc):
+        _discard(staged)
+        return
+    code = exc.code if isinstance(exc, DocfenceError) else type(exc).__name__
+    for item in staged:
+        log.warning("job %s: the outcome of its submission is unknown (%s); its upload is kept (a retry "
+                    "with the same idempotency key finds the job; the orphan sweep removes the bytes if "
+                    "no job committed)", item.new.job_id, code,
+                    extra={"job_id": item.new.job_id, "attempt": 0})
+
+
+def _discard(staged: Sequence[Staged]) -> None:
+    """Remove each upload's bytes; one that cannot be removed now is left to the orphan sweep, so the
+    caller's own error (the reason for the discard) is the one raised."""
+    for item in staged:
+        try:
+            item.discard()
+        except BlobError as exc:
+            log.warning("job %s: its uncommitted upload could not be removed (%s); the orphan sweep will",
+                        item.new.job_id, exc.code, extra={"job_id": item.new.job_id, "attempt": 0})
