@@ -24,7 +24,7 @@ def inspect_cmd(args: argparse.Namespace) -> int:
     from docfence.observability.inspect import format_inspection, inspect_job, inspection_dict
     from docfence.store import open_store
 
-    store = open_store(load_settings().database_url)
+    store = open_store(load_settings().database_url, application_name="docfence-inspect")
     try:
         ins = inspect_job(store, args.job_id)
     except NotFound:

@@ -49,6 +49,10 @@ class ReconcileResult:
     staging_deleted: list[str] = field(default_factory=list)
     retention_deleted: list[str] = field(default_factory=list)
     temp_deleted: int = 0  # temp files of interrupted writes removed
+    # per pass (lease_expired, deadline_reached): ids of due rows skipped because another session held
+    # their row lock, and of those skipped beyond the bound then moved by waiting for the lock
+    skipped_locked: dict[str, list[str]] = field(default_factory=dict)
+    escalated: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def changed(self) -> int:
@@ -71,9 +75,12 @@ class Reconciler:
         self._last_gc = self._last_temp_gc = float("-inf")
 
     def run_once(self) -> ReconcileResult:
-        rescued = self.leases.run_once()
-        result = ReconcileResult(requeued=rescued.requeued, failed=rescued.failed,
-                                 canceled=self.deadlines.run_once())
+        rescued, late = self.leases.run_once(), self.deadlines.run_pass()
+        result = ReconcileResult(
+            requeued=rescued.requeued, failed=rescued.failed, canceled=late.canceled,
+            skipped_locked={LeaseRescuer.PASS: rescued.skipped_locked,
+                            DeadlineCanceller.PASS: late.skipped_locked},
+            escalated={LeaseRescuer.PASS: rescued.escalated, DeadlineCanceller.PASS: late.escalated})
         if self.retention is not None and self.staging is not None:
             result.retention_deleted = self.retention.run_once()
             if monotonic() - self._last_gc >= self.config.gc_interval_s:

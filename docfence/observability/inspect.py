@@ -1,10 +1,11 @@
 """`inspect`: why is this job still in progress? One job's state, lease and deadline by the store's clock,
-its timeline, and what happens next. Shared by `docfence inspect` and the console; never document content."""
+its timeline, what happens next, and (PostgreSQL) which database session holds its row lock when one
+keeps the reconciler away. Shared by `docfence inspect` and the console; never document content."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -13,6 +14,7 @@ from docfence.core.marks import HIDDEN, marks_view
 from docfence.core.records import Artifact, Attempt, AuditEvent, Job
 from docfence.core.states import JobState
 from docfence.store.base import AuditLog, JobStore, OpsStore, ProviderStore
+from docfence.store.passes import RowLockHolder
 
 
 class InspectStore(JobStore, AuditLog, OpsStore, ProviderStore, Protocol):
@@ -38,6 +40,7 @@ class Inspection:
     queued_ahead_capped: bool
     valid_leases: int
     next_steps: list[str]
+    lock_holders: list[RowLockHolder] = field(default_factory=list)  # sessions holding the job's row
 
 
 def inspect_job(store: InspectStore, job_id: str) -> Inspection:
@@ -49,7 +52,8 @@ def inspect_job(store: InspectStore, job_id: str) -> Inspection:
     valid = store.valid_lease_count() if not job.terminal else 0
     ins = Inspection(job=job, now=now, attempts=store.attempts(job_id), events=store.audit_events(job_id),
                      artifact=store.artifact(job_id), observation=_observation(store, job_id), paused=paused,
-                     queued_ahead=ahead, queued_ahead_capped=capped, valid_leases=valid, next_steps=[])
+                     queued_ahead=ahead, queued_ahead_capped=capped, valid_leases=valid, next_steps=[],
+                     lock_holders=store.row_lock_holders(job_id) if not job.terminal else [])
     return _with_steps(ins)
 
 
@@ -99,10 +103,26 @@ def next_steps(ins: Inspection) -> list[str]:
     left = seconds(now, job.deadline_at)
     if left > 0:
         steps.append(f"deadline in {human(left)}: it will be canceled then if still not done")
+    elif ins.lock_holders:
+        steps.append(f"deadline passed {human(left)} ago: the reconciler will cancel it once the session "
+                     "holding its row lets go (below)")
     else:
         steps.append(f"deadline passed {human(left)} ago: the reconciler will cancel it on its next pass"
                      " (if this persists, no reconciler is running)")
+    expired = job.lease_expires_at is not None and job.lease_expires_at <= now
+    if left <= 0 or (job.state is JobState.RENDERING and expired):  # the reconciler's to move
+        steps.extend(_holder_steps(ins.lock_holders))
     return steps
+
+
+def _holder_steps(holders: list[RowLockHolder]) -> list[str]:
+    """Who keeps the reconciler away from this job: the passes skip a locked row (SKIP LOCKED) and
+    escalate only after a lease, and the server ends a docfence session idle in a transaction sooner."""
+    return [f"the job's row is locked by database session {h.pid} ({h.application_name or 'no name'}, "
+            f"{h.state} for {human(h.state_s)}, in its transaction for {human(h.transaction_s)}): the "
+            "reconciler skips locked rows and waits for this one after a lease; a docfence session idle "
+            "in a transaction is ended by the server sooner, so one that persists is not docfence's or "
+            f"runs without its limits (end it: SELECT pg_terminate_backend({h.pid}))" for h in holders]
 
 
 def _queued_steps(ins: Inspection) -> list[str]:
@@ -138,6 +158,9 @@ def _rendering_steps(ins: Inspection) -> list[str]:
     else:
         then = (f"the reconciler will fail it on its next pass: attempts exhausted "
                 f"({job.attempt} of {job.max_attempts})")
+    if ins.lock_holders:  # the reconciler runs, but a session keeps it away (said in the steps below)
+        return [f"lease expired {ago} ago (held by {owner}{beat}); {then}, once the session holding its "
+                "row lets go"]
     return [f"lease expired {ago} ago (held by {owner}{beat}); {then}",
             "if this persists, no reconciler is running (`docfence reconcile` or a worker with it)"]
 
@@ -300,6 +323,7 @@ def inspection_dict(ins: Inspection, recipient_visible: bool = False) -> dict[st
         "issue": issue_status(job, ins.artifact),  # verification code and signature
         "artifact": _artifact(ins.artifact),
         "paused": ins.paused,
+        "lock_holders": [asdict(h) for h in ins.lock_holders],
         "next_steps": ins.next_steps,
     }
 

@@ -32,6 +32,7 @@ from docfence.core.records import (
     WebhookEndpoint,
 )
 from docfence.core.states import JobState
+from docfence.store.passes import PassResult, RowLockHolder
 from docfence.store.reports import ALL_TENANTS
 from docfence.store.sqlstore import SqlStore
 from docfence.store.wakeups import Wakeups
@@ -103,7 +104,8 @@ class AuditLog(Protocol):
 
 class OpsStore(Protocol):
     """Operating the queue: claim pauses, class modes, lease and state counts, the reconciler's passes
-    (expired leases, deadlines), retention and bytes deletion (tombstones). Changes are audited."""
+    (expired leases, deadlines; the rows they skip for a lock and their escalation), retention and bytes
+    deletion (tombstones). Changes are audited."""
 
     def pause_claims(self, scope: str, *, actor: str, reason: str | None = None) -> None: ...
     def resume_claims(self, scope: str, *, actor: str, reason: str | None = None) -> None: ...
@@ -115,6 +117,14 @@ class OpsStore(Protocol):
     def class_modes(self) -> dict[str, str]: ...
     def requeue_expired(self, *, batch: int = 100) -> list[Job]: ...
     def cancel_past_deadline(self, *, batch: int = 100) -> list[Job]: ...
+    def requeue_expired_pass(self, *, batch: int = 100) -> PassResult:
+        """requeue_expired, also answering the due rows it skipped because another session locked them."""
+    def cancel_past_deadline_pass(self, *, batch: int = 100) -> PassResult: ...
+    def escalate_expired_lease(self, job_id: str, attempt: int, *, lock_timeout_s: float) -> Job | None:
+        """Move one skipped expired lease, waiting up to `lock_timeout_s` for its row lock."""
+    def escalate_past_deadline(self, job_id: str, attempt: int, *, lock_timeout_s: float) -> Job | None: ...
+    def row_lock_holders(self, job_id: str) -> list[RowLockHolder]:
+        """The sessions holding the job's row lock now (PostgreSQL; always empty on SQLite)."""
     def tombstone(self, job_id: str, *, actor: str, request_id: str | None, reason: str,
                   note: str | None = None) -> Job: ...
     def retention_due(self, *, batch: int = 100) -> list[str]: ...
@@ -215,8 +225,11 @@ class WebhookStore(Protocol):
 Store = SqlStore
 
 
-def open_store(url: str, *, clock: Clock | None = None, migrate: bool = True) -> SqlStore:
-    """`sqlite:///path/to/file.db` or `postgresql://user@host:port/db`. Migrates by default."""
+def open_store(url: str, *, clock: Clock | None = None, migrate: bool = True,
+               application_name: str = "docfence") -> SqlStore:
+    """`sqlite:///path/to/file.db` or `postgresql://user@host:port/db`. Migrates by default.
+    `application_name` names the caller's role on PostgreSQL sessions (docfence-worker, docfence-api,
+    docfence-reconciler; SQLite has no sessions to name)."""
     store: SqlStore
     if url.startswith("sqlite:"):
         from docfence.store.sqlite import SqliteStore
@@ -225,7 +238,7 @@ def open_store(url: str, *, clock: Clock | None = None, migrate: bool = True) ->
     elif url.startswith(("postgresql:", "postgres:")):
         from docfence.store.postgres import PostgresStore
 
-        store = PostgresStore(url, clock=clock)
+        store = PostgresStore(url, clock=clock, application_name=application_name)
     else:
         raise ConfigError("database URL must start with sqlite:/// or postgresql://")
     if migrate:

@@ -14,6 +14,7 @@ from docfence.store.sqlstore import SqlStore
 def fill_finished(store: SqlStore, n: int) -> None:
     """Add `n` finished jobs so claims run against a realistic backlog."""
     with store._tx() as tx:
+        tx.run("set_statement_timeout", statement_timeout="0")  # a big back-fill outlasts the session's bound
         tx.run("bench_fill_finished", n=n, policy=json.dumps(JobPolicy().to_dict()))
 
 

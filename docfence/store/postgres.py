@@ -1,9 +1,12 @@
 """PostgreSQL dialect: claims with FOR UPDATE SKIP LOCKED, now() as the clock, LISTEN/NOTIFY wake-ups
 (store/wakeups_pg.py).
 
-One connection per thread (autocommit, explicit transaction blocks); a dropped connection is
-discarded and reported as StoreUnavailable, and the next call reconnects. A transaction PostgreSQL
-rolled back for a deadlock or a serialization failure is StoreConflict (retryable; the connection stays).
+One connection per thread (autocommit, explicit transaction blocks), each under the session limits
+of store/pg_session.py (idle in transaction, lock and statement timeouts, keepalives), named by the
+caller's application_name. A dropped connection is discarded and reported as StoreUnavailable, and the
+next call reconnects. A transaction PostgreSQL rolled back for a deadlock or a serialization failure is
+StoreConflict (retryable; the connection stays). A lock wait or a statement past its timeout, or a
+full disk, is StoreUnavailable (retryable; the connection stays). `_translate` holds the whole table.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from psycopg.types.string import TextLoader
 
 from docfence.core.clock import Clock
 from docfence.core.errors import StoreConflict, StoreError, StoreUnavailable
+from docfence.store.pg_session import DEFAULT_APPLICATION_NAME, SessionLimits
 from docfence.store.queries import load_queries, migrations
 from docfence.store.sqlstore import Row, SqlStore
 from docfence.store.wakeups_pg import PgListener
@@ -27,6 +31,33 @@ from docfence.store.wakeups_pg import PgListener
 # 40P01 and 40001 only (psycopg makes them OperationalErrors, so they are caught first): the others of
 # class 40, such as 40003 "statement completion unknown", do not say that nothing was written
 _ROLLED_BACK = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
+# The server refused this one statement (a lock wait past lock_timeout, a statement past
+# statement_timeout, no space left): its transaction rolled back, the connection is sound.
+_REFUSED: tuple[tuple[type[psycopg.Error], str], ...] = (
+    (psycopg.errors.LockNotAvailable, "a PostgreSQL lock wait ran past lock_timeout; nothing was written, "
+                                      "retry"),
+    (psycopg.errors.QueryCanceled, "a PostgreSQL statement ran past statement_timeout (or was canceled); "
+                                   "nothing was written, retry"),
+    (psycopg.errors.DiskFull, "PostgreSQL has no space left on its device; nothing was written"),
+    (psycopg.errors.InsufficientResources, "PostgreSQL is out of resources (memory, connections)"),
+    (psycopg.errors.ReadOnlySqlTransaction, "PostgreSQL is read-only (a standby?); nothing was written"),
+)
+
+
+def _translate(exc: psycopg.Error, conn: psycopg.Connection[Row]) -> tuple[StoreError, bool]:
+    """The StoreError a driver error is to callers, and whether the connection must be discarded.
+    SQLite's table (store/sqlite.py, `_translate`) answers the same classes for the same causes."""
+    if isinstance(exc, _ROLLED_BACK):  # PostgreSQL chose this transaction as the loser; the link is fine
+        return StoreConflict(f"PostgreSQL rolled the transaction back ({exc.sqlstate}); "
+                             "nothing was written, retry"), False
+    for cls, message in _REFUSED:
+        if isinstance(exc, cls) and not (conn.closed or conn.broken):
+            return StoreUnavailable(message), False
+    if isinstance(exc, psycopg.OperationalError) or conn.closed or conn.broken:
+        return StoreUnavailable("the PostgreSQL connection failed"), True
+    if isinstance(exc, psycopg.errors.UniqueViolation):
+        return StoreError("a unique constraint was violated"), False
+    return StoreError(f"PostgreSQL error ({exc.sqlstate})"), False
 
 
 class _PgTx:
@@ -69,15 +100,22 @@ class PostgresStore(SqlStore):
     #: Concurrent write transactions worth running from one process (row locks, not a file lock).
     write_slots = 32
 
-    def __init__(self, url: str, *, clock: Clock | None = None) -> None:
+    def __init__(self, url: str, *, clock: Clock | None = None,
+                 application_name: str = DEFAULT_APPLICATION_NAME,
+                 limits: SessionLimits | None = None) -> None:
+        """`application_name` names the caller's role in pg_stat_activity (docfence-worker,
+        docfence-api, docfence-reconciler): `docfence inspect` names it when a session holds a job."""
         super().__init__(clock)
         self.url = url
+        self.application_name = application_name
+        self.limits = limits or SessionLimits()
         self.queries = load_queries("postgres")
         self._local = threading.local()
 
     def _connect(self) -> psycopg.Connection[Row]:
         try:
-            conn = psycopg.connect(self.url, autocommit=True, row_factory=dict_row, connect_timeout=10)
+            conn = psycopg.connect(self.url, autocommit=True, row_factory=dict_row,
+                                   **self.limits.connect_kwargs(self.url, self.application_name))
         except psycopg.OperationalError as exc:
             raise StoreUnavailable("cannot connect to PostgreSQL") from exc
         conn.execute("SET TIME ZONE 'UTC'")
@@ -102,19 +140,11 @@ class PostgresStore(SqlStore):
         try:
             with conn.pipeline() as pipeline, conn.transaction():
                 yield _PgTx(conn, self.queries, pipeline)
-        except _ROLLED_BACK as exc:  # PostgreSQL chose this transaction as the loser; the link is fine
-            raise StoreConflict(f"PostgreSQL rolled the transaction back ({exc.sqlstate}); "
-                                "nothing was written, retry") from exc
-        except psycopg.OperationalError as exc:
-            self._drop()
-            raise StoreUnavailable("the PostgreSQL connection failed") from exc
-        except psycopg.errors.UniqueViolation as exc:
-            raise StoreError("a unique constraint was violated") from exc
         except psycopg.Error as exc:
-            if conn.closed or conn.broken:
+            error, drop = _translate(exc, conn)
+            if drop:
                 self._drop()
-                raise StoreUnavailable("the PostgreSQL connection failed") from exc
-            raise StoreError(f"PostgreSQL error ({exc.sqlstate})") from exc
+            raise error from exc
 
     def drop_connection(self) -> None:
         """Close this thread's connection abruptly, as a network drop would (fault tests)."""
@@ -135,6 +165,8 @@ class PostgresStore(SqlStore):
         conn = self._conn()
         applied = []
         with conn.transaction():
+            for name, value in self.limits.migration_settings().items():  # DDL may wait and run long
+                conn.execute("SELECT set_config(%s, %s, true)", (name, value))
             conn.execute("SELECT pg_advisory_xact_lock(hashtext('docfence_migrate'))")
             conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
                          "name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())")
@@ -155,7 +187,7 @@ class PostgresStore(SqlStore):
         return f"postgres:{self.url}"
 
     def _new_listener(self) -> PgListener:
-        return PgListener(self.url)
+        return PgListener(self.url, application_name=f"{self.application_name}-wakeups", limits=self.limits)
 
     def close(self) -> None:
         """Close this thread's connection and release this store's share of the wake-up listener."""

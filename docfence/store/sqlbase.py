@@ -1,5 +1,6 @@
-"""What both SQL dialects share below the transitions: the transaction seam, row mapping, and
-appending hash-chained audit events inside a transaction."""
+"""What both SQL dialects share below the transitions: the transaction seam, applying one row of core's
+transition table with its audit event, row mapping, and appending hash-chained audit events inside a
+transaction."""
 
 from __future__ import annotations
 
@@ -11,14 +12,15 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 from docfence.core.clock import Clock
-from docfence.core.errors import NotFound
+from docfence.core.errors import IllegalTransition, NotFound
 from docfence.core.policy import JobPolicy
 from docfence.core.records import ApiKey, AuditEvent, Job
-from docfence.core.states import JobState
+from docfence.core.states import Event, JobState, Transition
 from docfence.store.audit import event_hash
 from docfence.store.outbox import append_outbox
 
 Row = dict[str, Any]
+Details = dict[str, Any] | None  # an audit event's details (None: none)
 
 
 class Tx(Protocol):
@@ -79,6 +81,34 @@ class SqlBase:
         assert row is not None
         now: datetime = row["now"]
         return now
+
+    # -- applying a row of the table ------------------------------------------------------------
+    def _apply(self, tx: Tx, t: Transition, **params: Any) -> list[Row]:
+        """Run row `t`'s query with the row's answer; the rows it moved (none: stale, nothing moved)."""
+        return tx.all(t.query, from_state=t.source.value if t.source else None, to_state=t.target.value,
+                      attempt_bump=int(t.bumps_attempt), now=self._now_param(), **params)
+
+    def _audit_transition(self, tx: Tx, t: Transition, moved: Sequence[tuple[Row, Details, str]], *,
+                          reason: str | None = None) -> None:
+        """Append row `t`'s audit event (action, from/to from the row) to each moved job's chain:
+        `moved` holds (job row as the query returned it, the event's details, actor)."""
+        events = []
+        for row, details, actor in moved:
+            if row["state"] != t.target.value:  # the query disagrees with its row of the table
+                raise IllegalTransition(f"{t.query} moved job {row['id']} to {row['state']}, not {t.target}")
+            events.append((row, {
+                "job_id": row["id"], "attempt": row["attempt"], "actor": actor, "action": t.event.value,
+                "from_state": t.source.value if t.source else None, "to_state": t.target.value,
+                "reason": reason or t.event.value, "at": row["updated_at"], "details": details or {}}))
+        self._append_events(tx, events)
+
+    def _end_attempt(self, tx: Tx, row: Row, event: Event, code: str | None) -> None:
+        tx.send("end_attempt", job_id=row["id"], attempt=row["attempt"], ended_at=row["updated_at"],
+               outcome=event.value, error_code=code)
+
+    def _close_if_rendering(self, tx: Tx, row: Row, t: Transition) -> None:
+        if t.source is JobState.RENDERING:
+            self._end_attempt(tx, row, t.event, row["last_error_code"])
 
     # -- audit and operations --------------------------------------------------------------------
     def record_event(

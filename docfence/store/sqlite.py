@@ -1,7 +1,11 @@
 """SQLite dialect: one file, WAL with synchronous=FULL, writers serialised by BEGIN IMMEDIATE; wake-ups
 through a folder of datagram sockets next to the file (store/wakeups_sqlite.py).
 
-Times are REAL epoch seconds in the database and aware UTC datetimes outside it.
+Times are REAL epoch seconds in the database and aware UTC datetimes outside it. Driver errors reach
+callers as the StoreError classes PostgreSQL's do (`_translate`). SQLite has no server to end a frozen
+client's transaction: its bound is that no docfence transaction spans a render or any other wait (the
+worker renders between transactions) and that a writer waits at most BUSY_TIMEOUT_S for the write
+lock, then fails with StoreUnavailable (retryable), never past its lease.
 """
 
 from __future__ import annotations
@@ -26,7 +30,35 @@ TIME_COLUMNS = frozenset({
     "applied_at", "observed_at", "requested_at", "expires_at", "revoked_at", "last_used_at",
     "period_start", "next_run_at", "superseded_at", "disabled_at", "secret_grace_until",
 })
-_BUSY = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
+#: How long a writer waits for another connection's write lock: below the default lease (30 s), so a
+#: heartbeat that cannot write fails (StoreUnavailable) while its lease still holds.
+BUSY_TIMEOUT_S = 10.0
+# Primary result codes (the low byte of an extended code) that mean "the store cannot serve this now",
+# retryable as PostgreSQL's connection, lock-timeout and disk-full errors are.
+_UNAVAILABLE = {
+    sqlite3.SQLITE_BUSY: "the SQLite database is busy (its write lock is held); nothing was written, retry",
+    sqlite3.SQLITE_LOCKED: "the SQLite database is locked; nothing was written, retry",
+    sqlite3.SQLITE_FULL: "no space left on the device of the SQLite database; nothing was written",
+    sqlite3.SQLITE_IOERR: "the SQLite database file cannot be read or written (disk I/O error)",
+    sqlite3.SQLITE_CANTOPEN: "the SQLite database file cannot be opened",
+    sqlite3.SQLITE_READONLY: "the SQLite database is read-only; nothing was written",
+    sqlite3.SQLITE_PROTOCOL: "the SQLite database's lock protocol failed; retry",
+    sqlite3.SQLITE_NOLFS: "the SQLite database file is too large for this file system",
+}
+_UNIQUE = {sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY}
+
+
+def _translate(exc: sqlite3.Error) -> StoreError:
+    """The StoreError a driver error is to callers: the same class PostgreSQL's table
+    (store/postgres.py, `_translate`) answers for the same cause."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None:  # raised by the driver itself (a closed handle, a bad parameter)
+        return StoreError(f"SQLite error ({type(exc).__name__})")
+    if code & 0xFF in _UNAVAILABLE:
+        return StoreUnavailable(_UNAVAILABLE[code & 0xFF])
+    if code in _UNIQUE:
+        return StoreError("a unique constraint was violated")
+    return StoreError(f"SQLite error ({getattr(exc, 'sqlite_errorname', code)})")
 
 
 def _param(value: Any) -> Any:
@@ -93,12 +125,15 @@ class SqliteStore(SqlStore):
     #: rather than sleep in SQLite's busy handler.
     write_slots = 1
 
-    def __init__(self, path: str | Path, *, clock: Clock | None = None, synchronous: str = "FULL") -> None:
+    def __init__(self, path: str | Path, *, clock: Clock | None = None, synchronous: str = "FULL",
+                 busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
         super().__init__(clock)
         self.path = str(path)
         if synchronous not in ("FULL", "NORMAL", "EXTRA"):
             raise StoreError("synchronous must be FULL, EXTRA or NORMAL")
-        self.synchronous = synchronous
+        if busy_timeout_s <= 0:
+            raise StoreError("busy_timeout_s must be positive")
+        self.synchronous, self.busy_timeout_s = synchronous, busy_timeout_s
         self.queries = load_queries("sqlite")
         self._local = threading.local()
         self._wakeup_folder = socket_dir(Path(self.path).resolve())
@@ -107,13 +142,25 @@ class SqliteStore(SqlStore):
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, isolation_level=None, timeout=30.0, check_same_thread=True)
+            try:
+                conn = self._open()
+            except sqlite3.Error as exc:
+                raise _translate(exc) from exc
+            self._local.conn = conn
+        return conn
+
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, timeout=self.busy_timeout_s,
+                               check_same_thread=True)
+        try:
+            conn.execute(f"PRAGMA busy_timeout={round(self.busy_timeout_s * 1000)}")
             conn.execute("PRAGMA journal_mode=WAL")
             # FULL: a committed transition survives power loss (NORMAL may lose the last commits).
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
             conn.execute("PRAGMA foreign_keys=ON")
-            conn.execute("PRAGMA busy_timeout=30000")
-            self._local.conn = conn
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     @contextmanager
@@ -125,14 +172,13 @@ class SqliteStore(SqlStore):
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
                 yield tx
+                conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:  # also when COMMIT itself failed (busy, disk full)
+                    conn.execute("ROLLBACK")
                 raise
-            conn.execute("COMMIT")
-        except sqlite3.OperationalError as exc:
-            if exc.sqlite_errorcode in _BUSY:
-                raise StoreUnavailable("the SQLite database is busy") from exc
-            raise StoreError(f"SQLite error ({exc.sqlite_errorname})") from exc
+        except sqlite3.Error as exc:
+            raise _translate(exc) from exc
         if tx.work or tx.ended:
             announce(self._wakeup_folder, work=tx.work, ended=tx.ended)
 

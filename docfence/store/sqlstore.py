@@ -18,6 +18,7 @@ from docfence.core.records import ArtifactInfo, Claim, Completion, Job, NewJob
 from docfence.core.states import Event, JobState, Transition, transition
 from docfence.store.job_reads import JobReads
 from docfence.store.ops import OperationsQueries
+from docfence.store.passes import ReconcilePasses
 from docfence.store.reports import ReportQueries
 from docfence.store.sqlbase import Row, Tx, _iso
 from docfence.store.wakeups import WakeupWaits
@@ -25,8 +26,6 @@ from docfence.store.webhooks import WebhookQueries
 
 __all__ = ["Row", "SqlStore", "Submitted", "Tx"]
 
-Details = dict[str, Any] | None  # an audit event's details (None: none)
-_EXHAUSTED_MESSAGE = "lease expired and attempts are exhausted"
 #: One item's answer from `submit_many`: (job, created), or the conflict that refused it.
 Submitted = tuple[Job, bool] | IdempotencyConflict
 
@@ -79,7 +78,7 @@ def _submitted_details(job: Job) -> dict[str, Any]:
             **job.policy.caller_fields()}
 
 
-class SqlStore(JobReads, OperationsQueries, ReportQueries, WebhookQueries, WakeupWaits):
+class SqlStore(JobReads, OperationsQueries, ReconcilePasses, ReportQueries, WebhookQueries, WakeupWaits):
     """The Store implementation over a dialect's `_tx()`; see store/base.py for the contract.
 
     Each job transition runs the query its row of `TRANSITIONS` names (queries/<dialect>/
@@ -87,30 +86,6 @@ class SqlStore(JobReads, OperationsQueries, ReportQueries, WebhookQueries, Wakeu
     row describes, in one transaction. Every transition that queues a job announces work, and every
     one that ends a job announces its end, in its own transaction (`Tx.announce_*`): waiters hear of
     committed transitions only."""
-
-    # -- applying a row of the table ------------------------------------------------------------
-    def _apply(self, tx: Tx, t: Transition, **params: Any) -> list[Row]:
-        """Run row `t`'s query with the row's answer; the rows it moved (none: stale, nothing moved)."""
-        return tx.all(t.query, from_state=t.source.value if t.source else None, to_state=t.target.value,
-                      attempt_bump=int(t.bumps_attempt), now=self._now_param(), **params)
-
-    def _audit_transition(self, tx: Tx, t: Transition, moved: Sequence[tuple[Row, Details, str]], *,
-                          reason: str | None = None) -> None:
-        """Append row `t`'s audit event (action, from/to from the row) to each moved job's chain:
-        `moved` holds (job row as the query returned it, the event's details, actor)."""
-        events = []
-        for row, details, actor in moved:
-            if row["state"] != t.target.value:  # the query disagrees with its row of the table
-                raise IllegalTransition(f"{t.query} moved job {row['id']} to {row['state']}, not {t.target}")
-            events.append((row, {
-                "job_id": row["id"], "attempt": row["attempt"], "actor": actor, "action": t.event.value,
-                "from_state": t.source.value if t.source else None, "to_state": t.target.value,
-                "reason": reason or t.event.value, "at": row["updated_at"], "details": details or {}}))
-        self._append_events(tx, events)
-
-    def _end_attempt(self, tx: Tx, row: Row, event: Event, code: str | None) -> None:
-        tx.send("end_attempt", job_id=row["id"], attempt=row["attempt"], ended_at=row["updated_at"],
-               outcome=event.value, error_code=code)
 
     # -- submit (row SUBMITTED) ---------------------------------------------------------------------
     def submit(self, new: NewJob) -> tuple[Job, bool]:
@@ -322,49 +297,6 @@ class SqlStore(JobReads, OperationsQueries, ReportQueries, WebhookQueries, Wakeu
                 tx.announce_job_end([job_id])
             return self._job(rows[0])
         raise StaleAttempt(f"job {job_id} kept changing; cancel again")
-
-    def requeue_expired(self, *, batch: int = 100) -> list[Job]:
-        """Rows LEASE_EXPIRED (queued again) and, when attempts are exhausted, LEASE_EXPIRED_EXHAUSTED
-        (failed) for jobs whose lease expired, in one bounded batch. Never a valid lease."""
-        moved: list[Job] = []
-        with self._tx() as tx:
-            for cand in tx.all("select_expired_leases", limit=batch, now=self._now_param()):
-                exhausted = cand["attempt"] >= cand["max_attempts"]
-                t = transition(Event.LEASE_EXPIRED_EXHAUSTED if exhausted else Event.LEASE_EXPIRED,
-                               JobState.RENDERING)
-                rows = self._apply(tx, t, id=cand["id"], attempt=cand["attempt"],
-                                   error_code="lease_expired" if exhausted else None,
-                                   error_message=_EXHAUSTED_MESSAGE if exhausted else None)
-                if not rows:
-                    continue
-                self._end_attempt(tx, rows[0], t.event, "lease_expired")
-                self._audit_transition(tx, t, [(rows[0], None, "reconciler")])
-                moved.append(self._job(rows[0]))
-            if any(not job.state.terminal for job in moved):
-                tx.announce_work()
-            tx.announce_job_end([job.id for job in moved if job.state.terminal])
-        return moved
-
-    def cancel_past_deadline(self, *, batch: int = 100) -> list[Job]:
-        """Row DEADLINE_REACHED (from queued or rendering) for jobs past their deadline, in one
-        bounded batch."""
-        done: list[Job] = []
-        with self._tx() as tx:
-            for cand in tx.all("select_past_deadline", limit=batch, now=self._now_param()):
-                t = transition(Event.DEADLINE_REACHED, JobState(cand["state"]))
-                rows = self._apply(tx, t, id=cand["id"], attempt=cand["attempt"],
-                                   error_code="deadline_exceeded", error_message="the job's deadline passed")
-                if not rows:
-                    continue
-                self._close_if_rendering(tx, rows[0], t)
-                self._audit_transition(tx, t, [(rows[0], None, "reconciler")])
-                done.append(self._job(rows[0]))
-            tx.announce_job_end([job.id for job in done])
-        return done
-
-    def _close_if_rendering(self, tx: Tx, row: Row, t: Transition) -> None:
-        if t.source is JobState.RENDERING:
-            self._end_attempt(tx, row, t.event, row["last_error_code"])
 
     # -- deletion ---------------------------------------------------------------------------------
     def tombstone(self, job_id: str, *, actor: str, request_id: str | None, reason: str,

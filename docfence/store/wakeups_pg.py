@@ -16,12 +16,13 @@ from typing import Any
 
 import psycopg
 
+from docfence.store.pg_session import SessionLimits
 from docfence.store.wakeups import Listener
 
 # The channels the named queries `announce_work` and `announce_job_end` notify.
 WORK_CHANNEL = "docfence_work"  # payload empty: jobs were queued
 JOB_END_CHANNEL = "docfence_job_end"  # payload: the id of a job that reached a terminal state
-APPLICATION_NAME = "docfence-wakeups"  # how the listening sessions show in pg_stat_activity
+APPLICATION_NAME = "docfence-wakeups"  # how the listening sessions show in pg_stat_activity by default
 HEALTH_CHECK_S = 30.0  # a connection silent this long runs `SELECT 1` to prove it is still alive
 RETRY_MIN_S, RETRY_MAX_S = 0.05, 5.0  # reconnection back-off
 
@@ -31,11 +32,15 @@ log = logging.getLogger("docfence.store.wakeups")
 class PgListener(Listener):
     """The dispatcher thread of one database. After each (re)connection it wakes every waiter, since
     announcements sent while it was not listening are lost; meanwhile waiters fall back on their
-    timeouts (the safety poll)."""
+    timeouts (the safety poll). Its session runs under the same limits as the store's (keepalives and
+    tcp_user_timeout notice a black-holed link within about one lease, then it reconnects)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, application_name: str = APPLICATION_NAME,
+                 limits: SessionLimits | None = None) -> None:
         super().__init__()
         self.url = url
+        self.application_name = application_name
+        self.limits = limits or SessionLimits()
         self.connects = 0  # how often LISTEN took effect (tests and benchmarks look)
         self._stop = threading.Event()
         self._conn_lock = threading.Lock()  # guards _conn: close() interrupts it from another thread
@@ -83,9 +88,8 @@ class PgListener(Listener):
 
     def _listen(self) -> psycopg.Connection[Any] | None:
         try:
-            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10,
-                                   application_name=APPLICATION_NAME, keepalives=1, keepalives_idle=30,
-                                   keepalives_interval=10, keepalives_count=3)
+            conn = psycopg.connect(self.url, autocommit=True,
+                                   **self.limits.connect_kwargs(self.url, self.application_name))
             conn.execute(f"LISTEN {WORK_CHANNEL}")
             conn.execute(f"LISTEN {JOB_END_CHANNEL}")
         except psycopg.Error as exc:

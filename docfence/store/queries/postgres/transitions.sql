@@ -103,11 +103,32 @@ RETURNING jobs.*;
 -- name: select_expired_leases
 -- Candidates of lease_expired: rendering jobs whose lease has expired (never a valid lease), oldest
 -- first, bounded.
-SELECT id, attempt, max_attempts FROM jobs
+SELECT id, attempt, max_attempts, lease_expires_at FROM jobs
  WHERE state = 'rendering'
    AND lease_expires_at <= coalesce(:now::timestamptz, now())
  ORDER BY lease_expires_at, id LIMIT :limit
    FOR UPDATE SKIP LOCKED;
+
+-- name: skipped_expired_leases
+-- The expired leases select_expired_leases skipped because another session held their row lock: the
+-- same predicate read again without locking, minus the candidates it took (:taken, a JSON array of
+-- ids), up to the order key of its last candidate when its batch was full (:last_at, :last_id; NULL
+-- when it was not: every due row was reachable).
+SELECT id, attempt, state, lease_ttl_s, coalesce(:now::timestamptz, now()) AS now FROM jobs
+ WHERE state = 'rendering'
+   AND lease_expires_at <= coalesce(:now::timestamptz, now())
+   AND (:last_id::text IS NULL OR (lease_expires_at, id) < (:last_at::timestamptz, :last_id::text))
+   AND id <> ALL (ARRAY(SELECT jsonb_array_elements_text(:taken::jsonb)))
+ ORDER BY lease_expires_at, id LIMIT :limit;
+
+-- name: lock_expired_lease
+-- Escalation of one expired lease the passes kept skipping: lock that row, WAITING for the session that
+-- holds it (bounded by set_lock_timeout), and only while it is still this attempt with an expired
+-- lease (re-checked on the row's newest version once the lock is granted).
+SELECT id, attempt, max_attempts, lease_expires_at FROM jobs
+ WHERE id = :id AND attempt = :attempt AND state = 'rendering'
+   AND lease_expires_at <= coalesce(:now::timestamptz, now())
+   FOR UPDATE;
 
 -- name: lease_expired
 -- Requeue (or fail) one expired lease, re-checking expiry under the write lock. run_after is kept,
@@ -134,11 +155,29 @@ RETURNING jobs.*;
 
 -- name: select_past_deadline
 -- Candidates of deadline_reached: non-terminal jobs past their deadline, bounded.
-SELECT id, attempt, state FROM jobs
+SELECT id, attempt, state, deadline_at FROM jobs
  WHERE state IN ('queued', 'rendering')
    AND deadline_at <= coalesce(:now::timestamptz, now())
  ORDER BY deadline_at, id LIMIT :limit
    FOR UPDATE SKIP LOCKED;
+
+-- name: skipped_past_deadline
+-- The jobs past their deadline select_past_deadline skipped because another session held their row
+-- lock (as skipped_expired_leases, by the order key deadline_at, id).
+SELECT id, attempt, state, lease_ttl_s, coalesce(:now::timestamptz, now()) AS now FROM jobs
+ WHERE state IN ('queued', 'rendering')
+   AND deadline_at <= coalesce(:now::timestamptz, now())
+   AND (:last_id::text IS NULL OR (deadline_at, id) < (:last_at::timestamptz, :last_id::text))
+   AND id <> ALL (ARRAY(SELECT jsonb_array_elements_text(:taken::jsonb)))
+ ORDER BY deadline_at, id LIMIT :limit;
+
+-- name: lock_past_deadline
+-- Escalation of one job past its deadline the passes kept skipping: lock that row, waiting for its
+-- holder (bounded by set_lock_timeout), while it is still this attempt, not terminal, past its deadline.
+SELECT id, attempt, state, deadline_at FROM jobs
+ WHERE id = :id AND attempt = :attempt AND state IN ('queued', 'rendering')
+   AND deadline_at <= coalesce(:now::timestamptz, now())
+   FOR UPDATE;
 
 -- name: deadline_reached
 -- Cancel a job past its deadline from its observed state and attempt (re-checked under the lock).

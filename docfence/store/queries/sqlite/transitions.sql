@@ -94,10 +94,32 @@ RETURNING *;
 -- name: select_expired_leases
 -- Candidates of lease_expired: rendering jobs whose lease has expired (never a valid lease), oldest
 -- first, bounded.
-SELECT id, attempt, max_attempts FROM jobs INDEXED BY jobs_rendering_idx
+SELECT id, attempt, max_attempts, lease_expires_at FROM jobs INDEXED BY jobs_rendering_idx
  WHERE state = 'rendering'
    AND lease_expires_at <= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)
  ORDER BY lease_expires_at, id LIMIT :limit;
+
+-- name: skipped_expired_leases
+-- The expired leases select_expired_leases skipped because another session held their row lock: the
+-- same predicate read again without locking, minus the candidates it took (:taken, a JSON array of
+-- ids), up to the order key of its last candidate when its batch was full (:last_at, :last_id; NULL
+-- when it was not: every due row was reachable).
+-- SQLite has one writer: inside the pass's write transaction no row is ever skipped (this finds none).
+SELECT id, attempt, state, lease_ttl_s, coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now FROM jobs INDEXED BY jobs_rendering_idx
+ WHERE state = 'rendering'
+   AND lease_expires_at <= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)
+   AND (:last_id IS NULL OR lease_expires_at < :last_at OR (lease_expires_at = :last_at AND id < :last_id))
+   AND id NOT IN (SELECT value FROM json_each(:taken))
+ ORDER BY lease_expires_at, id LIMIT :limit;
+
+-- name: lock_expired_lease
+-- Escalation of one expired lease the passes kept skipping: lock that row, WAITING for the session that
+-- holds it (bounded by set_lock_timeout), and only while it is still this attempt with an expired
+-- lease (re-checked on the row's newest version once the lock is granted).
+-- SQLite: the write transaction already holds the one write lock (taken within the busy timeout).
+SELECT id, attempt, max_attempts, lease_expires_at FROM jobs
+ WHERE id = :id AND attempt = :attempt AND state = 'rendering'
+   AND lease_expires_at <= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0);
 
 -- name: lease_expired
 -- Requeue (or fail) one expired lease, re-checking expiry under the write lock. run_after is kept,
@@ -124,10 +146,29 @@ RETURNING *;
 
 -- name: select_past_deadline
 -- Candidates of deadline_reached: non-terminal jobs past their deadline, bounded.
-SELECT id, attempt, state FROM jobs INDEXED BY jobs_deadline_idx
+SELECT id, attempt, state, deadline_at FROM jobs INDEXED BY jobs_deadline_idx
  WHERE state IN ('queued', 'rendering')
    AND deadline_at <= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)
  ORDER BY deadline_at, id LIMIT :limit;
+
+-- name: skipped_past_deadline
+-- The jobs past their deadline select_past_deadline skipped because another session held their row
+-- lock (as skipped_expired_leases, by the order key deadline_at, id).
+-- SQLite has one writer: inside the pass's write transaction no row is ever skipped (this finds none).
+SELECT id, attempt, state, lease_ttl_s, coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now FROM jobs INDEXED BY jobs_deadline_idx
+ WHERE state IN ('queued', 'rendering')
+   AND deadline_at <= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)
+   AND (:last_id IS NULL OR deadline_at < :last_at OR (deadline_at = :last_at AND id < :last_id))
+   AND id NOT IN (SELECT value FROM json_each(:taken))
+ ORDER BY deadline_at, id LIMIT :limit;
+
+-- name: lock_past_deadline
+-- Escalation of one job past its deadline the passes kept skipping: lock that row, waiting for its
+-- holder (bounded by set_lock_timeout), while it is still this attempt, not terminal, past its deadline.
+-- SQLite: the write transaction already holds the one write lock (taken within the busy timeout).
+SELECT id, attempt, state, deadline_at FROM jobs
+ WHERE id = :id AND attempt = :attempt AND state IN ('queued', 'rendering')
+   AND deadline_at <= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0);
 
 -- name: deadline_reached
 -- Cancel a job past its deadline from its observed state and attempt (re-checked under the lock).
