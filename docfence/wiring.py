@@ -30,8 +30,10 @@ class Runtime:
     regions: RegionRouter
 
     @classmethod
-    def open(cls, settings: Settings) -> Runtime:
-        return cls(settings, open_store(settings.database_url),
+    def open(cls, settings: Settings, *, role: str = "cli") -> Runtime:
+        """`role` names this process's PostgreSQL sessions (application_name `docfence-<role>`), so
+        `docfence inspect` and pg_stat_activity tell a worker's session from a reconciler's."""
+        return cls(settings, open_store(settings.database_url, application_name=f"docfence-{role}"),
                    RegionRouter.from_config(settings.region_urls()))
 
     def reconciler(self) -> Reconciler:

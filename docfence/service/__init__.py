@@ -43,7 +43,7 @@ def build_service(
     if store is None:
         from docfence.store.base import open_store
 
-        store = open_store(settings.database_url)
+        store = open_store(settings.database_url, application_name="docfence-api")
     if blobs is None:
         router = RegionRouter.from_config(settings.region_urls())
     elif isinstance(blobs, RegionRouter):
