@@ -6,19 +6,30 @@
 | a coded document error (DocfenceError)          | its own code               | its own |
 | MemoryError (RLIMIT_AS)                         | render_resource_exceeded   | no      |
 | killed for its wall-clock budget, or SIGXCPU    | render_resource_exceeded   | no      |
-| any other unexpected exception in an engine     | engine_error               | no      |
+| any other unexpected exception (engine or ours) | engine_error + error id    | no      |
 | died without an answer (signal, crash, OOM kill)| render_crashed             | yes     |
+| the zygote could not fork it (EAGAIN, ENOMEM)   | render_crashed             | yes     |
 | canceled by its parent (lease lost, shutdown)   | (canceled: nothing to record)         |
+
+An answer read after the parent decided to kill the process (wall clock, cancel) is never a success:
+the kill's own outcome stands (supervisor._Watch). An unexpected exception's traceback travels in
+`Outcome.trace` for the parent's log, under the error id its public message names; the message itself
+never holds it.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
+import traceback
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from docfence.core.errors import DocfenceError, EngineError, RenderCrashed, RenderResourceExceeded
+from docfence.core.ids import new_id
+
+TRACE_MAX_CHARS = 16_000  # the end of a longer traceback (its last frames and the exception) is kept
 
 
 @dataclass(frozen=True)
@@ -32,6 +43,8 @@ class Outcome:
     canceled: bool = False  # the parent stopped it (lease lost, shutdown): record nothing
     engine_s: float = 0.0  # time the child spent in the engine itself (not fork, not I/O)
     process: dict[str, Any] = field(default_factory=dict)  # {"pid", "token"} of the render process
+    error_id: str | None = None  # an unexpected exception's: named in error_message and in the log line
+    trace: str | None = field(default=None, repr=False)  # its traceback: for the log, never a message
 
     def error(self) -> DocfenceError:
         """This failure as an exception carrying its code and retryability."""
@@ -60,8 +73,11 @@ def from_exception(exc: BaseException) -> Outcome:
     if isinstance(exc, DocfenceError):
         return Outcome(False, error_code=exc.code, error_message=exc.message, retryable=exc.retryable,
                        validation=getattr(exc, "report", None))
-    err = EngineError(f"the engine failed unexpectedly ({type(exc).__name__})")
-    return Outcome(False, error_code=err.code, error_message=err.message, retryable=err.retryable)
+    error_id = new_id("err")
+    err = EngineError(f"the engine failed unexpectedly on this document (error id {error_id})")
+    trace = "".join(traceback.format_exception(exc))[-TRACE_MAX_CHARS:]
+    return Outcome(False, error_code=err.code, error_message=err.message, retryable=err.retryable,
+                   error_id=error_id, trace=trace)
 
 
 def from_answer(answer: dict[str, Any]) -> Outcome:
@@ -82,6 +98,14 @@ def from_exit(status: int | None, *, killed_for: str | None) -> Outcome:
         err = RenderResourceExceeded("rendering exceeded its CPU-time limit")
         return Outcome(False, error_code=err.code, error_message=err.message)
     err = RenderCrashed(f"the render process died without an answer ({describe(status)})")
+    return Outcome(False, error_code=err.code, error_message=err.message, retryable=err.retryable)
+
+
+def from_fork_failure(number: int) -> Outcome:
+    """Parent side: the zygote could not fork the task's render process (a process or memory limit of
+    the machine just now, not the document's doing): retryable."""
+    name = errno.errorcode.get(number, str(number))
+    err = RenderCrashed(f"no render process could be started (fork failed: {name})")
     return Outcome(False, error_code=err.code, error_message=err.message, retryable=err.retryable)
 
 

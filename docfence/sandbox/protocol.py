@@ -4,6 +4,7 @@ task's secrets pipe (a password, the signing key): filled by the parent, read on
 
 from __future__ import annotations
 
+import array
 import ctypes
 import functools
 import json
@@ -30,13 +31,38 @@ def send(sock: socket.socket, message: dict[str, Any], fds: list[int] | None = N
 
 
 def receive(sock: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
-    """(message, fds); (None, []) at end of stream."""
-    data, fds, _flags, _addr = socket.recv_fds(sock, MAX_MESSAGE, 4)
-    if not data:
-        for fd in fds:
-            os.close(fd)
+    """(message, fds); (None, []) at end of stream. The descriptors arrive close-on-exec (nothing the
+    receiver runs inherits them) and are closed here when the message is not one (raises ValueError)."""
+    data, fds = _recv_with_fds(sock)
+    try:
+        message = json.loads(data) if data else None
+        if message is not None and not isinstance(message, dict):
+            raise ValueError("a sandbox message is a JSON object")
+    except BaseException:
+        _close_all(fds)
+        raise
+    if message is None:
+        _close_all(fds)
         return None, []
-    return json.loads(data), list(fds)
+    return message, list(fds)
+
+
+def _recv_with_fds(sock: socket.socket, max_fds: int = 4) -> tuple[bytes, list[int]]:
+    """One message and the descriptors attached to it, received close-on-exec (MSG_CMSG_CLOEXEC:
+    socket.recv_fds ignores the flags it is given)."""
+    item = array.array("i").itemsize
+    data, ancillary, _flags, _addr = sock.recvmsg(MAX_MESSAGE, socket.CMSG_LEN(max_fds * item),
+                                                  socket.MSG_CMSG_CLOEXEC)
+    fds = array.array("i")
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[:len(payload) - len(payload) % item])
+    return data, list(fds)
+
+
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        os.close(fd)
 
 
 def secrets_pipe(secrets: dict[str, Any]) -> int:
@@ -45,12 +71,16 @@ def secrets_pipe(secrets: dict[str, Any]) -> int:
     process after the fork. So no secret passes through the zygote's memory, which every later render
     process inherits, nor through a file or a command line (docs/security.md)."""
     data = json.dumps(secrets).encode("utf-8")
-    read, write = os.pipe2(os.O_CLOEXEC)
+    read, write = os.pipe2(os.O_CLOEXEC)  # close-on-exec: no process this one runs inherits either end
     try:
-        if len(data) > _pipe_capacity(write):  # never block on a reader that is not there yet
-            raise ValueError("sandbox secrets too large")
-        with os.fdopen(write, "wb", closefd=True) as fh:
-            fh.write(data)
+        try:
+            if len(data) > _pipe_capacity(write):  # never block on a reader that is not there yet
+                raise ValueError("sandbox secrets too large")
+            written = 0
+            while written < len(data):  # fits the pipe, so never blocks
+                written += os.write(write, data[written:])
+        finally:
+            os.close(write)  # the reader sees the end of the secrets, whatever happened
     except BaseException:
         os.close(read)
         raise

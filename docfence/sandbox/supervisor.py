@@ -17,24 +17,20 @@ import selectors
 import socket
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from docfence.core.clock import monotonic
 from docfence.core.policy import JobPolicy, Mode
-from docfence.sandbox import launch, protocol
+from docfence.sandbox import protocol
 from docfence.sandbox.confine import available
-from docfence.sandbox.outcomes import Outcome, from_answer, from_exit
+from docfence.sandbox.outcomes import Outcome, from_answer, from_exit, from_fork_failure
 from docfence.sandbox.work import KINDS
+from docfence.sandbox.zygotes import KILL_GRACE_S, Handle, Owner, SandboxUnavailable
 
 log = logging.getLogger("docfence.sandbox")
-
-START_TIMEOUT_S = 300.0  # imports + warm-up on a loaded machine; a hang here is a broken install
-KILL_GRACE_S = 30.0  # after a kill request, how long the zygote has to report the exit
-STOP_GRACE_S = 5.0  # after SIGTERM to an idle zygote (one stuck in a C call is then killed)
-
 
 @dataclass(frozen=True)
 class Task:
@@ -46,6 +42,8 @@ class Task:
     fsync: bool = False  # the output is published from this file as is (the CLI)
     # the organisation's signing key (engines.signing.SigningKey.to_request()) for classes that sign
     signing: dict[str, Any] | None = field(default=None, repr=False)
+    # what the sandbox's own log lines about this task carry (the worker's {"job_id", "attempt"})
+    log_context: Mapping[str, object] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.signing is not None and self.kind != "sign":  # untrusted input never meets the key
@@ -68,10 +66,6 @@ def _secrets_pipe(task: Task) -> int | None:
     return protocol.secrets_pipe(given) if any(given.values()) else None
 
 
-class SandboxUnavailable(RuntimeError):
-    """The zygote could not be started."""
-
-
 PROFILES = ("all", "watermark", "report", "sign")  # what the zygote imports and warms (zygote.py)
 
 
@@ -84,31 +78,34 @@ class Sandbox:
         if profile not in PROFILES:
             raise ValueError(f"unknown sandbox profile {profile!r}")
         self.profile = profile
+        # guards the fields below; never held while waiting for a zygote (Handle.await_ready) or for
+        # one to exit (Handle.stop), so kill() and close() never wait behind a zygote warming up
         self._lock = threading.Lock()
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._control: socket.socket | None = None
-        self._ready = False
+        self._zygote: Handle | None = None
+        self._owner = Owner()  # the long-lived thread every zygote of this sandbox is started from
         self._running = 0  # tasks handed over and not yet answered (run() calls in progress)
         self.starts = 0  # how many zygotes this sandbox started (1 + restarts)
 
     @property
     def zygote_pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
+        zygote = self._zygote
+        return zygote.pid if zygote is not None else None
 
     def start(self, *, wait: bool = True) -> None:
         """Start the zygote (the first task would). `wait=False` returns at once: the worker claims
-        while it warms up, and its first task waits for it to be ready."""
-        with self._lock:
-            if wait:
-                self._ensure_zygote()
-            elif self._proc is None:
-                self._spawn()
+        while it warms up, and its first task waits for it to be ready. Raises SandboxUnavailable."""
+        zygote = self._current()
+        if wait:
+            zygote.await_ready()
         _warn_if_unconfined()
 
     def close(self) -> None:
         """Stop the zygote; it kills any render process still running."""
         with self._lock:
-            self._stop_zygote()
+            zygote, self._zygote = self._zygote, None
+            busy = self._running > 0
+        if zygote is not None:
+            zygote.stop(busy=busy)
 
     def __enter__(self) -> Sandbox:
         return self
@@ -120,121 +117,117 @@ class Sandbox:
             heartbeat: Callable[[], object] | None = None, heartbeat_interval_s: float = 5.0) -> Outcome:
         """Run `task` in a fresh render process. `cancel()` true: kill it, outcome `canceled`.
         `heartbeat()` is called every interval while it runs; what it raises kills the task and
-        propagates (e.g. LeaseLost). Never raises for anything the render process does."""
+        propagates (e.g. LeaseLost). Never raises for anything the render process does; an unexpected
+        exception in it is logged here at ERROR with its traceback (task.log_context) and is
+        engine_error in the outcome, whose message names only its error id."""
         if (task.kind == "sign") != (self.profile == "sign"):  # the key's zygote forks no untrusted work
             raise ValueError(f"a {task.kind} task cannot run in the {self.profile!r} sandbox: "
                              "sign tasks run only in Sandbox('sign'), and it runs nothing else")
         answer = Path(f"{task.output_path}.answer")
         answer.unlink(missing_ok=True)
-        secret = _secrets_pipe(task)
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         token = secrets.token_hex(8)
+        secret: int | None = None
+        ours: socket.socket | None = None
         with self._lock:
             self._running += 1
         try:
+            secret = _secrets_pipe(task)
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             with theirs:
-                if not self._hand_over(token, theirs, task, answer, secret):
-                    return from_exit(None, killed_for=None)
-            return _Watch(self, ours, token, task, answer, cancel, heartbeat, heartbeat_interval_s).wait()
+                handed = self._hand_over(token, theirs, task, answer, secret)
+            if secret is not None:  # the zygote holds its own copy now (or none: never handed over)
+                os.close(secret)
+                secret = None
+            if not handed:
+                return from_exit(None, killed_for=None)
+            outcome = _Watch(self, ours, token, task, answer, cancel, heartbeat, heartbeat_interval_s).wait()
+            _log_unexpected(task, outcome)
+            return outcome
         finally:
             with self._lock:
                 self._running -= 1
-            ours.close()
+            if ours is not None:
+                ours.close()
             answer.unlink(missing_ok=True)
             if secret is not None:
                 os.close(secret)
 
     def _hand_over(self, token: str, theirs: socket.socket, task: Task, answer: Path,
                    secret: int | None) -> bool:
-        limits = task.policy.limits
-        size = task.input_path.stat().st_size if task.input_path.exists() else 0
-        request = {  # no secret in it: the zygote parses it (see _secrets_pipe)
-            "kind": task.kind, "input": str(task.input_path), "output": str(task.output_path),
-            "answer": str(answer), "policy": task.policy.to_dict(),
-            "fsync": task.fsync, "memory_mb": limits.render_memory_mb,
-            "cpu_s": int(limits.render_budget_s(input_bytes=size, pages=limits.max_pages,
-                                                raster_dpi=_raster_dpi(task))) + 1,
-        }
-        message = {"op": "run", "token": token, "request": request}
+        message = {"op": "run", "token": token, "request": _request(task, answer)}
         fds = [theirs.fileno(), *([secret] if secret is not None else [])]
-        with self._lock:
-            for _ in range(2):  # a zygote that died since the last task is restarted once
-                try:
-                    control = self._ensure_zygote()
-                    protocol.send(control, message, fds)
-                    return True
-                except SandboxUnavailable:
+        for _ in range(2):  # a zygote that died since the last task is restarted once
+            try:
+                zygote = self._current()
+                zygote.await_ready()  # without the sandbox's lock: kill() and close() go on meanwhile
+            except SandboxUnavailable:
+                if self._zygote is not None:  # else closed while it warmed up: nothing to report
                     log.exception("the sandbox zygote could not start")
-                    return False
+                return False
+            with self._lock:
+                if self._zygote is not zygote:  # closed or replaced while it warmed up
+                    continue
+                try:
+                    protocol.send(zygote.control, message, fds)
+                    return True
                 except OSError:
                     log.warning("the sandbox zygote is gone; restarting it")
-                    self._stop_zygote()
+                    zygote.failed = True
         return False
 
     def kill(self, token: str) -> None:
         with self._lock:
-            if self._control is not None:
+            if self._zygote is not None:
                 with contextlib.suppress(OSError):
-                    protocol.send(self._control, {"op": "kill", "token": token})
+                    protocol.send(self._zygote.control, {"op": "kill", "token": token})
 
-    def _ensure_zygote(self) -> socket.socket:
-        if self._proc is not None and self._proc.poll() is None and self._control is not None:
-            if not self._ready:
-                self._await_ready()
-            return self._control
-        self._stop_zygote()
-        self._spawn()
-        self._await_ready()
-        assert self._control is not None
-        return self._control
-
-    def _spawn(self) -> None:
-        """Start the zygote interpreter (launch.spawn_zygote: from the calling thread, with which it
-        dies, so call this from a thread that lives as long as the sandbox)."""
-        self._adopt(launch.spawn_zygote(self.profile))
-
-    def _adopt(self, started: tuple[subprocess.Popen[bytes], socket.socket]) -> None:
-        self._proc, self._control = started
-        self._ready = False
-        self.starts += 1
+    def _current(self) -> Handle:
+        """The zygote to hand tasks to: the current one while it lives, else a new one started from the
+        owner thread (a dead one is stopped outside the lock). Raises SandboxUnavailable."""
+        with self._lock:
+            old = self._zygote
+            if old is not None and old.usable():
+                return old
+            self._zygote = self._owner.spawn(self.profile)  # a fork and an exec: no wait for "ready"
+            self.starts += 1
+            current = self._zygote
+        if old is not None:
+            old.stop(busy=False)  # dead, or never ready: nothing of ours runs in it
+        return current
 
     @classmethod
     def adopting(cls, profile: str, started: tuple[subprocess.Popen[bytes], socket.socket]) -> Sandbox:
         """A sandbox whose first zygote is one launch.spawn_zygote(profile) already started (the CLI
-        starts it before importing this module); a restart later spawns its own, as ever."""
+        starts it before importing this module, from its main thread); a restart later is started from
+        the sandbox's owner thread, as ever."""
         sandbox = cls(profile)
         with sandbox._lock:
-            sandbox._adopt(started)
+            sandbox._zygote = Handle(*started)
+            sandbox.starts += 1
         return sandbox
 
-    def _await_ready(self) -> None:
-        assert self._control is not None and self._proc is not None
-        sel = selectors.DefaultSelector()
-        sel.register(self._control, selectors.EVENT_READ)
-        ready = sel.select(START_TIMEOUT_S)
-        sel.close()
-        message = protocol.receive(self._control)[0] if ready else None
-        if message is None or "ready" not in message:
-            self._stop_zygote()
-            raise SandboxUnavailable("the sandbox zygote did not start")
-        self._ready = True
-        log.info("sandbox zygote ready (pid %s)", self._proc.pid)
 
-    def _stop_zygote(self) -> None:
-        if self._control is not None:
-            self._control.close()  # end of stream: the zygote kills its children and exits
-            self._control = None
-        if self._proc is not None:
-            grace = KILL_GRACE_S
-            if not self._ready or not self._running:  # nothing of ours runs: a warm-up step in
-                self._proc.terminate()  # progress unwinds (zygote._Term) instead of finishing first
-                grace = STOP_GRACE_S
-            try:
-                self._proc.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-            self._proc = None
+def _request(task: Task, answer: Path) -> dict[str, Any]:
+    """What the zygote is told about `task`: no secret in it (the zygote parses it; see _secrets_pipe)."""
+    limits = task.policy.limits
+    size = task.input_path.stat().st_size if task.input_path.exists() else 0
+    return {
+        "kind": task.kind, "input": str(task.input_path), "output": str(task.output_path),
+        "answer": str(answer), "policy": task.policy.to_dict(),
+        "fsync": task.fsync, "memory_mb": limits.render_memory_mb,
+        "cpu_s": int(limits.render_budget_s(input_bytes=size, pages=limits.max_pages,
+                                            raster_dpi=_raster_dpi(task))) + 1,
+    }
+
+
+def _log_unexpected(task: Task, outcome: Outcome) -> None:
+    """An unexpected exception in the render process: its traceback in this process's log at ERROR,
+    under the error id its public message names (the message never holds the traceback)."""
+    if outcome.trace is None:
+        return
+    extra = {**(task.log_context or {}), "error_id": outcome.error_id}
+    log.error("render process: unexpected exception (error id %s, %s)\n%s", outcome.error_id,
+              outcome.error_code, outcome.trace.rstrip(), extra=extra)
 
 
 class _Watch:
@@ -259,10 +252,7 @@ class _Watch:
         try:
             while True:
                 if sel.select(self._timeout()):
-                    message, fds = protocol.receive(self.sock)
-                    for fd in fds:
-                        os.close(fd)
-                    outcome = self._on_message(message)
+                    outcome = self._receive()
                     if outcome is not None:
                         return outcome
                 self._check_time()
@@ -271,6 +261,17 @@ class _Watch:
             raise
         finally:
             sel.close()
+
+    def _receive(self) -> Outcome | None:
+        """The next message's outcome, if it ends the task. What is not a message of ours (a render
+        process a document took over may write anything to its socket) is ignored: the budget runs on."""
+        try:
+            message, fds = protocol.receive(self.sock)
+            for fd in fds:
+                os.close(fd)
+            return self._on_message(message)
+        except (ValueError, TypeError, KeyError):
+            return None
 
     def _timeout(self) -> float:
         now = monotonic()
@@ -289,10 +290,14 @@ class _Watch:
             self.deadline = self.started + limits.render_budget_s(
                 input_bytes=self.size, pages=pages, raster_dpi=_raster_dpi(self.task))
         elif "answered" in message:
+            if self.killed_for is not None:  # the kill was decided: an answer read since is void
+                return from_exit(None, killed_for=self.killed_for)
             try:
                 return from_answer(json.loads(self.answer.read_text("utf-8")))
             except (OSError, ValueError, TypeError):
                 return from_exit(None, killed_for=self.killed_for)
+        elif "fork_failed" in message:
+            return from_fork_failure(int(message["fork_failed"]))  # type: ignore[call-overload]
         elif "exit" in message:
             return from_exit(int(message["exit"]), killed_for=self.killed_for)  # type: ignore[call-overload]
         return None

@@ -6,10 +6,12 @@ with the parent's own docfence package (core/interpreter.py), N being its end of
 Single-threaded on purpose (fork and threads do not mix).
 Control messages: {"op": "run", "token", "request"} with the task's socket attached (and the read
 end of its secrets pipe, which only the child reads), {"op": "kill", "token"}. On a task's socket
-it sends {"pid"} after the fork and {"exit": wait status} after reaping; the child itself sends
-{"pages"} and {"answered"}. It dies with its parent (PR_SET_PDEATHSIG), and
-its children die with it, so no render process outlives the process that asked for it. Each child
-confines itself (confine.py) before it reads its document.
+it sends {"pid"} after the fork (or {"fork_failed": errno} when the kernel refuses one) and
+{"exit": wait status} after reaping; the child itself sends {"pages"} and {"answered"}. It dies with
+its parent (PR_SET_PDEATHSIG), and its children die with it, so no render process outlives the
+process that asked for it. Each child confines itself (confine.py) before it reads its document.
+SIGTERM only sets a flag (stopping.py): the warm-up stops at its next checkpoint, the serve loop at its next
+wake-up, then the zygote shuts its children down; no signal handler here ever raises.
 """
 
 from __future__ import annotations
@@ -35,42 +37,13 @@ from docfence.sandbox import protocol
 from docfence.sandbox.confine import Confinement, ConfinementFailed, confine, prepare
 from docfence.sandbox.heap import collapse_anonymous_memory
 from docfence.sandbox.scratch import hold, remove_orphans
+from docfence.sandbox.stopping import Stop as _Stop
+from docfence.sandbox.stopping import Term as _Term
+from docfence.sandbox.stopping import checkpoint, install_test_hook, mark
+from docfence.sandbox.stopping import on_term as _on_term
 
 _TMP_BASE = tempfile.gettempdir()  # the zygote's, before a child points TMPDIR at its own folder
 RENDER_TMP_PREFIX = "docfence-render-"  # + the render process's pid (scratch.remove_orphans)
-
-
-class _Stop(BaseException):
-    """SIGTERM, the parent's "stop now" when nothing of its runs, raised only inside a warm-up step: the
-    step unwinds (its temporary files and its pdfinfo go with it) instead of finishing first. A
-    BaseException, so the steps' `suppress(Exception)` does not swallow it."""
-
-
-class _Term:
-    """What SIGTERM has asked. Outside a warm-up step it only sets `wanted` (the serve loop, woken by
-    the signal's wake-up byte, then shuts down): never in the middle of a fork, a reap or a shutdown,
-    where the zygote could lose track of a child and its folder. At most one _Stop is ever raised."""
-
-    wanted = False
-    in_step = False
-
-
-def _on_term(*_: object) -> None:
-    _Term.wanted = True
-    if _Term.in_step:
-        _Term.in_step = False
-        raise _Stop
-
-
-def _step(step: Callable[[], None]) -> None:
-    """Run a warm-up step that SIGTERM may cut short (raises _Stop)."""
-    _Term.in_step = True
-    try:
-        if _Term.wanted:
-            raise _Stop
-        step()
-    finally:
-        _Term.in_step = False
 
 
 class Zygote:
@@ -90,11 +63,11 @@ class Zygote:
         sel = selectors.DefaultSelector()
         sel.register(self.control, selectors.EVENT_READ, "control")
         sel.register(self._wake_r, selectors.EVENT_READ, "sigchld")
-        with contextlib.suppress(_Stop):  # a warm-up step cut short
-            if not _Term.wanted:  # told to stop while warming: the parent has closed our socket
-                with contextlib.suppress(OSError):
-                    protocol.send(self.control, {"ready": os.getpid()})
-                self._loop(sel, list(steps), idle_s)
+        with contextlib.suppress(_Stop):  # asked to stop, seen at a checkpoint
+            checkpoint("ready")  # told to stop while warming: the parent has closed our socket
+            with contextlib.suppress(OSError):
+                protocol.send(self.control, {"ready": os.getpid()})
+            self._loop(sel, list(steps), idle_s)
         self._shutdown()
 
     def _loop(self, sel: selectors.BaseSelector, later: list[Callable[[], None]], idle_s: float) -> None:
@@ -104,9 +77,12 @@ class Zygote:
             if _Term.wanted:
                 return
             if not events and later:  # idle a while: one more warm-up step (a task arriving waits for it)
-                _step(later.pop(0))
+                checkpoint(f"later-{len(later)}")
+                later.pop(0)()
                 if not later:
+                    checkpoint("later-freeze")
                     _freeze()
+                    mark("later-done")
                 continue
             for key, _ in events:
                 if key.data == "sigchld":
@@ -119,13 +95,17 @@ class Zygote:
     def _control(self) -> bool:
         try:
             message, fds = protocol.receive(self.control)
+        except ValueError:  # not a message of ours: its descriptors are closed, the loop goes on
+            return True
         except (ConnectionError, OSError):
             return False
         if message is None:
             return False
-        if message.get("op") == "run" and len(fds) in (1, 2):
+        token, request = message.get("token"), message.get("request")
+        if message.get("op") == "run" and len(fds) in (1, 2) and isinstance(token, str) \
+                and isinstance(request, dict):
             secrets_fd = fds[1] if len(fds) == 2 else None  # never read here: the child's alone
-            self._fork(message["token"], socket.socket(fileno=fds[0]), message["request"], secrets_fd)
+            self._fork(token, socket.socket(fileno=fds[0]), request, secrets_fd)
         elif message.get("op") == "kill":
             pid = self.by_token.get(message.get("token", ""))
             if pid is not None:  # not reaped yet, so the pid is still this child's
@@ -137,7 +117,19 @@ class Zygote:
         return True
 
     def _fork(self, token: str, task: socket.socket, request: dict[str, Any], secrets_fd: int | None) -> None:
-        pid = os.fork()
+        """One render process for the task. A fork the kernel refuses (EAGAIN: the user's process limit;
+        ENOMEM) is that task's answer, {"fork_failed": errno} (retryable), never the zygote's end. The
+        task's secrets descriptor is closed here in every case: the next child must not inherit it."""
+        mark("fork")
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            if secrets_fd is not None:
+                os.close(secrets_fd)
+            with contextlib.suppress(OSError):
+                protocol.send(task, {"fork_failed": exc.errno or 0})
+            task.close()
+            return
         if pid == 0:
             _child(task, request, os.getppid(), secrets_fd)  # never returns
         if secrets_fd is not None:
@@ -155,6 +147,7 @@ class Zygote:
                 return
             if pid == 0:
                 return
+            mark("reap")
             token, task = self.children.pop(pid, ("", None))
             self.by_token.pop(token, None)
             shutil.rmtree(private_tmp(pid), ignore_errors=True)  # a killed child could not
@@ -164,9 +157,11 @@ class Zygote:
                 task.close()
 
     def _shutdown(self) -> None:
+        mark("shutdown")
         for pid in list(self.children):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        mark("shutdown-killed")
         for pid in list(self.children):
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
@@ -175,10 +170,14 @@ class Zygote:
             shutil.rmtree(private_tmp(pid), ignore_errors=True)
         self.children.clear()
         self.by_token.clear()
+        mark("shutdown-done")
 
 
 def _child(task: socket.socket, request: dict[str, Any], zygote: int, secrets_fd: int | None) -> None:
-    """In the fresh child: drop the zygote's handlers and descriptors, set limits, work, answer, exit."""
+    """In the fresh child: drop the zygote's handlers and descriptors, set limits, work, answer, exit.
+    An exception of docfence's own code here (outside the task, which answers for itself) is answered
+    as engine_error with its traceback (outcomes.from_exception); only when no answer can be written
+    does the process exit 70 (render_crashed)."""
     code = 0
     cost = _Cost()
     try:
@@ -204,11 +203,24 @@ def _child(task: socket.socket, request: dict[str, Any], zygote: int, secrets_fd
                               **cost.report()}}
         _write_answer(request["answer"], answer)
         protocol.send(task, {"answered": True})
-    except BaseException:  # no answer: the parent maps the exit to render_crashed
-        code = 70
+    except BaseException as exc:  # every ending must become an answer or an exit
+        code = _answer_unexpected(task, request, exc)
     finally:
         shutil.rmtree(private_tmp(os.getpid()), ignore_errors=True)  # its content; the zygote removes it
         os._exit(code)  # never run the zygote's atexit handlers or flush its buffers
+
+
+def _answer_unexpected(task: socket.socket, request: dict[str, Any], exc: BaseException) -> int:
+    """Answer `exc` as its coded outcome (with its traceback); the exit code: 0 when answered, else 70
+    (no answer: the parent maps the exit to render_crashed)."""
+    from docfence.sandbox.outcomes import from_exception
+
+    try:
+        _write_answer(request["answer"], from_exception(exc).to_message())
+        protocol.send(task, {"answered": True})
+    except BaseException:  # the answer file or the socket is gone: exit without one
+        return 70
+    return 0
 
 
 def private_tmp(pid: int) -> str:
@@ -307,11 +319,18 @@ def warm(*, every_font: bool = True, marks: bool = True) -> None:
     each render process warms the raster stack itself; with `marks=False` it warms the default class's
     marks after its first fork (COMMAND_LINE_LATER). `every_font=False` parses only the first font,
     which draws every ASCII character (the text falls back to the next font only for a character the
-    first lacks; a child needing one parses it)."""
+    first lacks; a child needing one parses it). Raises _Stop at a checkpoint between two phases when
+    SIGTERM has come."""
+    checkpoint("imports")  # one import between two checkpoints: a stop waits for ~0.1 s at most
     import pikepdf  # noqa: F401
+
+    checkpoint("import-pil")
     import PIL.Image  # noqa: F401
+
+    checkpoint("import-pdfium")
     import pypdfium2  # noqa: F401
 
+    checkpoint("import-engines")
     from docfence import faults  # noqa: F401  (the test hook every task passes through)
     from docfence.engines.outline_text import available_fonts
     from docfence.sandbox import work  # noqa: F401
@@ -319,12 +338,15 @@ def warm(*, every_font: bool = True, marks: bool = True) -> None:
     # every font before the first fork (~0.2 s, the CJK fallback most of it): a child forked earlier
     # would parse the CJK font itself whenever its text needs it, ~0.12 s and ~40 MB a job
     fonts = available_fonts()
-    for font in fonts if every_font else fonts[:1]:  # parsed once, shared by every child
+    for number, font in enumerate(fonts if every_font else fonts[:1]):  # parsed once, shared by every child
+        checkpoint(f"font-{number}")
         font.getBestCmap()
         font.getGlyphSet()
+    checkpoint("sample-vector")
     _sample(Mode.VECTOR)
     if marks:
         _warm_marks(default_only=True)
+    checkpoint("freeze")
     _freeze()
 
 
@@ -338,12 +360,14 @@ def _warm_marks(*, default_only: bool) -> None:
     from docfence.config import load_settings
     from docfence.samples import pdfs
 
+    which = "default" if default_only else "all"
     with contextlib.suppress(Exception):  # only a cache: a bad configuration fails in its own jobs
         settings = load_settings()
         names = [settings.default_class] if default_only else list(settings.all_classes())
-        for name in names:
+        for number, name in enumerate(names):
             policy = settings.policy_for(name)
-            for size in (pdfs.LETTER, pdfs.A4):
+            for paper, size in enumerate((pdfs.LETTER, pdfs.A4)):
+                checkpoint(f"marks-{which}-{number}-{paper}")  # one page's job at most between two
                 with contextlib.suppress(Exception):
                     engines.watermark_document(pdfs.many_pages(1, size), policy)
 
@@ -371,14 +395,17 @@ def _import_issue_stages() -> None:
 
 def _warm_sign() -> None:
     """The sign zygote's warm-up: pyHanko's imports and first-call set-up with a throwaway key."""
+    checkpoint("sign-imports")
     from docfence import faults  # noqa: F401
     from docfence.engines import issue  # noqa: F401  (the sign task's entry point: ~110 ms a task else)
     from docfence.engines.signing import warm_up
     from docfence.samples.pdfs import many_pages
     from docfence.sandbox import work  # noqa: F401
 
+    checkpoint("sign-warm-up")
     with contextlib.suppress(Exception):  # only a cache: a broken signer fails in its own task
         warm_up(many_pages(1))
+    checkpoint("sign-freeze")
     _freeze()
 
 
@@ -430,21 +457,28 @@ def main(argv: list[str] | None = None) -> int:
     protocol.set_process_name(protocol.ZYGOTE_NAME)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it ends us
     signal.signal(signal.SIGTERM, _on_term)  # see _Term
+    install_test_hook()
+    mark("start")
     remove_orphans(RENDER_TMP_PREFIX, _TMP_BASE)  # render processes killed with an earlier zygote
     try:
         return _warm_and_serve(args, socket.socket(fileno=args.fd))
-    except _Stop:
+    except _Stop:  # stopped while warming, before anything was forked
+        mark("stopped-warming")
         return 0
+    finally:  # ending already: a later SIGTERM (the parent's stop) must not kill the interpreter's exit
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # (at exit Python resets a handler, not SIG_IGN)
 
 
 def _warm_and_serve(args: argparse.Namespace, control: socket.socket) -> int:
     if args.profile == "sign":  # only our own validated outputs: no engines or fonts to warm
-        _step(_warm_sign)
+        _warm_sign()
         Zygote(control).serve(())
         return 0
-    _step(lambda: warm(every_font=args.command_line != "ascii", marks=not args.command_line))
+    warm(every_font=args.command_line != "ascii", marks=not args.command_line)
     if args.profile == "report":
-        _step(_import_reports)
+        checkpoint("reports")
+        _import_reports()
+        checkpoint("reports-freeze")
         _freeze()
     if args.command_line:  # the default class's marks only after the first fork: see COMMAND_LINE_LATER
         Zygote(control).serve(COMMAND_LINE_LATER, idle_s=COMMAND_LINE_IDLE_S)

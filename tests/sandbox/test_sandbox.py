@@ -308,38 +308,6 @@ def test_a_command_line_zygote_forks_the_waiting_file_before_warming_the_class_m
     assert ran.stdout.split() == ["sample,freeze,fork,marks,freeze"]
 
 
-_STOPPED_WHILE_WARMING = """
-import signal, socket, sys, tempfile
-from pathlib import Path
-from docfence.sandbox import zygote
-
-folder = Path(sys.argv[1])
-
-
-def step():  # a warm-up step holding a temporary file, blocked until a signal comes
-    with tempfile.NamedTemporaryFile(dir=folder, prefix="warm-"):
-        (folder / "warming").touch()
-        while True:
-            signal.pause()
-
-
-signal.signal(signal.SIGTERM, zygote._on_term)
-ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-zygote.Zygote(theirs).serve((step,), idle_s=0.0)
-print("stopped")
-"""
-
-
-def test_a_zygote_told_to_stop_unwinds_its_warm_up_step_at_once(tmp_path: Path) -> None:
-    """The sandbox closes a zygote with nothing running by SIGTERM: a warm-up step in progress does not
-    finish first (a one-file command would wait for it), and what it held (a temporary file; in real
-    steps the second reader's copy and its pdfinfo) goes with it."""
-    code, out, err = _signalled(_STOPPED_WHILE_WARMING, tmp_path, "warming", "the warm-up step to start")
-    assert code == 0, err
-    assert out.split() == ["stopped"] and err == ""
-    assert [p.name for p in tmp_path.iterdir()] == ["warming"]  # the step's temporary file is gone
-
-
 _STOPPED_WHILE_IDLE = """
 import signal, socket, sys
 from pathlib import Path
