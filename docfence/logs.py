@@ -9,8 +9,11 @@ import re
 import sys
 from datetime import UTC, datetime
 
+from docfence.core.loops import safe_traceback
+
 # Context fields a record may carry (passed as `extra=`); anything else in `extra` is dropped.
-CONTEXT_FIELDS = ("job_id", "attempt", "worker", "request_id", "region", "provider_job_id", "outcome")
+CONTEXT_FIELDS = ("job_id", "attempt", "worker", "request_id", "region", "provider_job_id", "outcome",
+                  "error_id")
 _SECRETS = [
     (re.compile(r"dfk_[A-Za-z0-9_-]+"), "dfk_[redacted]"),
     (re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+"), r"\1[redacted]"),
@@ -47,6 +50,8 @@ class JsonFormatter(logging.Formatter):
                 out[name] = value
         if record.exc_info and record.exc_info[0] is not None:
             out["error"] = record.exc_info[0].__name__  # the type only: messages may quote input
+            if record.exc_info[1] is not None:  # where it happened: frames and types, never messages
+                out["traceback"] = safe_traceback(record.exc_info[1])
         return json.dumps(out, ensure_ascii=False)
 
 

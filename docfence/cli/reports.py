@@ -290,13 +290,19 @@ def run_schedule_run(args: argparse.Namespace) -> int:
     try:
         config = SchedulerConfig(data_source=DirectoryDataSource(Path(args.data_dir)), actor="cli-scheduler")
         scheduler = Scheduler(config, _requests(rt, args.providers))
-        while True:
-            now = datetime.fromisoformat(args.now) if args.now else SystemClock().now()
-            result = scheduler.run_once(now)
+
+        def now() -> datetime:
+            return datetime.fromisoformat(args.now) if args.now else SystemClock().now()
+
+        def report(result: Any) -> None:
+            nonlocal errors
             errors += len(result.errors)
             print(json.dumps(result.__dict__, sort_keys=True), flush=True)
-            if args.every is None or stop.wait(args.every):
-                break
+
+        if args.every is None:
+            report(scheduler.run_once(now()))
+        else:  # under the loop supervisor: a pass that raises is logged and counted, the next follows
+            scheduler.run_forever(stop, interval_s=args.every, now=now, on_pass=report)
     finally:
         rt.close()
     return 1 if errors else 0
@@ -321,11 +327,15 @@ def run_dispatch(args: argparse.Namespace) -> int:
         config = DispatcherConfig(providers=providers, worker_id=f"dispatcher-{os.getpid()}")
         dispatcher = Dispatcher(config, rt.store, rt.regions)
         stack.callback(dispatcher.close)
-        while True:
-            result = dispatcher.run_once()
+
+        def report(result: Any) -> None:
             print(json.dumps(result.__dict__, sort_keys=True), flush=True)
-            if args.once or stop.wait(args.interval):
-                return 0
+
+        if args.once:
+            report(dispatcher.run_once())
+        else:  # under the loop supervisor: a pass that raises is logged and counted, the next follows
+            dispatcher.run_forever(stop, interval_s=args.interval, on_pass=report)
+        return 0
     except KeyboardInterrupt:
         return 0
     finally:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from docfence.blobs.regions import RegionRouter
+from docfence.core import loops
 from docfence.core.clock import monotonic
 from docfence.core.errors import DocfenceError
 from docfence.maintenance.batch import BatchConfig
@@ -18,6 +19,7 @@ from docfence.maintenance.deadlines import DeadlineCanceller
 from docfence.maintenance.lease_rescue import LeaseRescuer
 from docfence.maintenance.retention import RetentionEnforcer
 from docfence.maintenance.staging import TEMP_MIN_AGE_S, StagingCollector, StagingConfig
+from docfence.observability import metrics
 from docfence.store.base import AuditLog, JobStore, OpsStore
 
 
@@ -111,9 +113,9 @@ class Reconciler:
         return self.staging
 
     def run_forever(self, stop: threading.Event) -> None:
-        while not stop.is_set():
-            try:
-                self.run_once()
-            except DocfenceError as exc:
-                log.warning("reconcile pass failed: %s", exc.code)
-            stop.wait(self.config.interval_s)
+        """Pass after pass, `interval_s` apart, until `stop`, under the one loop supervisor
+        (docfence.core.loops): a pass that raises anything is one log line (WARNING with the code of a
+        DocfenceError, ERROR with the traceback otherwise) and a count of
+        docfence_loop_errors_total{loop="reconciler"}, and the next pass follows."""
+        loops.run_forever("reconciler", self.run_once, interval_s=self.config.interval_s, stop=stop,
+                          record_error=metrics.record_loop_error, logger=log)

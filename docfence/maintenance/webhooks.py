@@ -3,7 +3,8 @@ Standard Webhooks scheme, sends it through the SSRF-guarded transport, and recor
 
 A 2xx answer delivers; anything else is retried with exponential backoff and jitter until the event's
 delivery deadline, then the delivery fails with its last reason. A refused destination fails at once.
-`run_once()` is one bounded pass (tests call it directly); `run_forever()` is the thin loop.
+`run_once()` is one bounded pass (tests call it directly); `run_forever()` runs it under the one loop
+supervisor (docfence.core.loops).
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from prometheus_client import Counter
 from standardwebhooks.webhooks import Webhook
 
 from docfence.config import WebhooksConfig
+from docfence.core import loops
 from docfence.core.clock import Clock, SystemClock, monotonic
-from docfence.core.errors import DocfenceError
 from docfence.core.records import AttemptResult, DeliveryClaim
 from docfence.faults import fault_point
 from docfence.maintenance.webhook_http import (
@@ -31,6 +32,7 @@ from docfence.maintenance.webhook_http import (
     Timeouts,
 )
 from docfence.maintenance.webhook_pruning import PruneConfig, WebhookPruner
+from docfence.observability import metrics
 from docfence.store.base import WebhookStore
 
 log = logging.getLogger("docfence.webhooks")
@@ -47,6 +49,10 @@ class DispatchResult:
     overdue: list[str] = field(default_factory=list)  # failed by the deadline without an attempt
     stale: list[str] = field(default_factory=list)  # the attempt no longer owned its delivery
 
+    def busy(self) -> bool:
+        """Whether the pass did anything (then more may be due: the next pass starts at once)."""
+        return any((self.delivered, self.retried, self.failed, self.overdue, self.stale))
+
 
 class WebhookDispatcher:
     """One dispatcher (`worker` names it in leases and attempt rows). `clock` stamps the signature
@@ -62,6 +68,7 @@ class WebhookDispatcher:
         self.interval_s = interval_s
         self.pruner = WebhookPruner(self.store, PruneConfig(config.keep_events_s))
         self.prune_interval_s = 600.0  # finished events go days after their time: no hurry
+        self._last_prune = float("-inf")
         self.transport = transport or GuardedTransport(
             AddressPolicy(config.allow_hosts),
             Timeouts(config.connect_timeout_s, config.read_timeout_s, total_s=config.lease_s / 2),
@@ -147,24 +154,19 @@ class WebhookDispatcher:
                 "docfence-attempt": str(claim.attempt)}
 
     def run_forever(self, stop: threading.Event) -> None:
-        """Pass after pass; waits `interval_s` (or until `stop`) after a pass that found nothing.
-        Every `prune_interval_s` it also prunes the outbox's finished events (webhook_pruning.py)."""
-        last_prune = float("-inf")
-        while not stop.is_set():
-            try:
-                if monotonic() - last_prune >= self.prune_interval_s:
-                    last_prune = monotonic()
-                    self.pruner.run_until_done()
-                result = self.run_once()
-                busy = any((result.delivered, result.retried, result.failed, result.overdue, result.stale))
-            except DocfenceError as exc:
-                log.warning("webhook pass failed: %s", exc.code)
-                busy = False
-            except Exception as exc:  # the dispatcher thread outlives any one bad pass
-                log.error("webhook pass failed: %s", type(exc).__name__)
-                busy = False
-            if not busy:
-                stop.wait(self.interval_s)
+        """Pass after pass under the one loop supervisor (core.loops: any exception is logged, counted
+        as `webhooks` in docfence_loop_errors_total, and the next pass follows); waits `interval_s` (or
+        until `stop`) after a pass that found nothing."""
+        loops.run_forever("webhooks", self.run_pass, interval_s=self.interval_s, stop=stop,
+                          record_error=metrics.record_loop_error, busy=DispatchResult.busy, logger=log)
+
+    def run_pass(self) -> DispatchResult:
+        """`run_once()`, and every `prune_interval_s` first a prune of the outbox's finished events
+        (webhook_pruning.py)."""
+        if monotonic() - self._last_prune >= self.prune_interval_s:
+            self._last_prune = monotonic()
+            self.pruner.run_until_done()
+        return self.run_once()
 
 
 def _result(outcome: str, sent: Sent) -> AttemptResult:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -16,8 +17,10 @@ import httpx
 
 from docfence import storage_keys as layout
 from docfence.blobs import RegionRouter
+from docfence.core import loops
 from docfence.core.clock import Clock, SystemClock
 from docfence.core.errors import BlobError, DocfenceError, ProviderError, StaleAttempt
+from docfence.core.ids import new_id
 from docfence.core.records import ArtifactInfo, Claim
 from docfence.observability import metrics
 from docfence.providers import BoundedPoller, Observation, PollOutcome, ProviderClient, ProviderConfig
@@ -102,8 +105,43 @@ class Dispatcher:
                 outcome = "discarded"
                 log.warning("stale attempt; provider result discarded",
                             extra={"job_id": claim.job.id, "attempt": claim.attempt})
+            except Exception as exc:  # one job's unexpected error must not stop the others' in this pass
+                outcome = self._fail_unexpected(claim, exc)
             setattr(result, outcome, getattr(result, outcome) + 1)
         return result
+
+    def run_forever(self, stop: threading.Event, *, interval_s: float = 5.0,
+                    on_pass: Callable[[DispatchResult], None] | None = None) -> None:
+        """Pass after pass until `stop`, each result handed to `on_pass`, under the one loop supervisor
+        (core.loops): a pass that raises (the store is down) is logged and counted as
+        `report_dispatcher`, and the next follows; a pass that claimed jobs is followed at once."""
+        def one_pass() -> DispatchResult:
+            result = self.run_once()
+            if on_pass is not None:
+                on_pass(result)
+            return result
+
+        loops.run_forever("report_dispatcher", one_pass, interval_s=interval_s, stop=stop,
+                          record_error=metrics.record_loop_error, busy=lambda r: r.claimed > 0, logger=log)
+
+    def _fail_unexpected(self, claim: Claim, exc: Exception) -> str:
+        """An exception nobody expected ends the attempt as retryable `internal_error` (its attempts
+        bound the retries), logged at ERROR with its traceback under an error id; when even that fails,
+        the lease expires and the reconciler requeues the job."""
+        job, attempt = claim.job, claim.attempt
+        error_id = new_id("err")
+        log.error("provider job attempt failed: internal_error %s: unexpected %s\n%s", error_id,
+                  type(exc).__name__, loops.safe_traceback(exc), extra={"job_id": job.id, "attempt": attempt})
+        metrics.record_loop_error("report_dispatcher")
+        try:
+            failed = self.store.fail(job.id, attempt, claim.worker, "internal_error",
+                                     f"internal error (error id {error_id})", retryable=True)
+        except StaleAttempt:
+            return "discarded"
+        except Exception as again:  # the store is down too: the lease runs out instead
+            loops.report_failure(f"failing provider job {job.id}", again, log)
+            return "discarded"
+        return "failed" if failed.state.terminal else "retried"
 
     def render_through_provider(self, claim: Claim) -> str:
         """One claimed job through its outside renderer (submit, poll within the deadline, download,

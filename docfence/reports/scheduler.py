@@ -7,16 +7,21 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from docfence.core import loops
 from docfence.core.access import check_tenant
-from docfence.core.errors import ConfigError, DocfenceError, InvalidRequest
+from docfence.core.clock import SystemClock
+from docfence.core.errors import ConfigError, DocfenceError, InvalidRequest, TemplateDataInvalid
 from docfence.core.ids import new_id
 from docfence.core.records import Schedule
 from docfence.engines.report.render import VARIANTS
+from docfence.observability import metrics
 from docfence.reports.requests import LOCAL_PROCESSOR, ReportRequests, RequestSpec, parse_template_ref
 
 log = logging.getLogger(__name__)
@@ -50,7 +55,9 @@ class DataSource(Protocol):
 
 @dataclass(frozen=True)
 class DirectoryDataSource:
-    """Reads `<root>/<tenant>/<subject>/<period>.json`."""
+    """Reads `<root>/<tenant>/<subject>/<period>.json`: None while the file does not exist; a file that
+    is not UTF-8 JSON holding an object raises TemplateDataInvalid (that schedule waits, reported, until
+    the file is fixed); an unreadable one raises its OSError."""
 
     root: Path
 
@@ -58,8 +65,13 @@ class DirectoryDataSource:
         path = Path(self.root) / schedule.tenant / schedule.subject / f"{period}.json"
         if not path.is_file():
             return None
-        data = json.loads(path.read_text("utf-8"))
-        return data if isinstance(data, dict) else None
+        try:
+            data = json.loads(path.read_text("utf-8"))
+        except ValueError:  # not UTF-8, or not JSON
+            raise TemplateDataInvalid(f"the data file for period {period} is not valid JSON") from None
+        if not isinstance(data, dict):
+            raise TemplateDataInvalid(f"the data file for period {period} must hold a JSON object")
+        return data
 
 
 @dataclass(frozen=True)
@@ -122,10 +134,28 @@ class Scheduler:
         for schedule in self.store.list_schedules():
             try:
                 self._run_schedule(schedule, now, result)
-            except DocfenceError as exc:  # one broken schedule must not stop the others
-                result.errors.append((schedule.id, exc.code))
-                log.warning("schedule %s failed: %s", schedule.id, exc.code)
+            except Exception as exc:  # one broken schedule (or data file) must not stop the others
+                result.errors.append((schedule.id, exc.code if isinstance(exc, DocfenceError)
+                                      else "internal_error"))
+                loops.report_failure(f"schedule {schedule.id}", exc, log)
+                metrics.record_loop_error("scheduler")
         return result
+
+    def run_forever(self, stop: threading.Event, *, interval_s: float = 3600.0,
+                    now: Callable[[], datetime] | None = None,
+                    on_pass: Callable[[SchedulerResult], None] | None = None) -> None:
+        """A pass at `now()` (default: the system clock) every `interval_s` until `stop`, each result
+        handed to `on_pass`, under the one loop supervisor (core.loops): a pass that raises (the store
+        is down) is logged and counted as `scheduler`, and the next pass follows."""
+        at = now or SystemClock().now
+
+        def one_pass() -> None:
+            result = self.run_once(at())
+            if on_pass is not None:
+                on_pass(result)
+
+        loops.run_forever("scheduler", one_pass, interval_s=interval_s, stop=stop,
+                          record_error=metrics.record_loop_error, logger=log)
 
     def _run_schedule(self, schedule: Schedule, now: datetime, result: SchedulerResult) -> None:
         due = latest_due_period(schedule.day_of_month, now)
