@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import errno
 import logging
+import socket
 
 from fastapi import FastAPI
 
 from docfence.api import jobs, public, reports_routes, verify_routes, webhooks_routes
 from docfence.api.console import install as install_console
 from docfence.api.docs import install_docs
-from docfence.api.errors import install_error_handlers
+from docfence.api.errors import error_responses, install_error_handlers
 from docfence.api.gate import RequestGate
 from docfence.api.protocol import protocol_for
 from docfence.api.request_metrics import RequestMetrics
 from docfence.blobs import BlobStore, RegionRouter
 from docfence.config import Settings
 from docfence.core.clock import Clock
+from docfence.core.errors import ConfigError
 from docfence.service import Service, build_service
 from docfence.store.base import Store
 
@@ -32,6 +35,7 @@ def create_app(
         title="docfence", version="0.1.0",
         description="Fenced, deadline-bounded PDF jobs. Every accepted job reaches a terminal state.",
         docs_url=None, redoc_url=None,  # FastAPI's pages load Swagger UI and ReDoc from a CDN
+        responses=error_responses(500),  # every route documents its 500 answer, with its error id
     )
     app.state.service = service
     install_error_handlers(app)
@@ -63,8 +67,9 @@ class _NoSignedPaths(logging.Filter):
 def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8080, *, log_level: str = "info") -> None:
     """Run the API with uvicorn until interrupted. The access log is off (tokens live in paths).
 
-    The h11 protocol is docfence's guarded one (header deadline, pending-connection cap); header size,
-    keep-alive and every body bound come from `settings.server`."""
+    The address is bound first, so a port in use or out of range is one ConfigError naming it, before
+    the app opens anything. The h11 protocol is docfence's guarded one (header deadline, pending-
+    connection cap); header size, keep-alive and every body bound come from `settings.server`."""
     import uvicorn
 
     from docfence.logs import configure
@@ -72,9 +77,38 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8080, *, log_
     configure(log_level.upper())  # JSON lines, redacted; log_config=None keeps uvicorn on them
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).addFilter(_NoSignedPaths())
-    app = create_app(settings)
-    server = settings.server
-    uvicorn.run(app, host=host, port=port, access_log=False, log_level=log_level, log_config=None,
-                server_header=False, proxy_headers=False, http=protocol_for(server),
-                timeout_keep_alive=int(max(1, server.keep_alive_s)),
-                h11_max_incomplete_event_size=server.max_header_bytes)
+    sock = listen_socket(host, port)
+    try:
+        server = settings.server
+        config = uvicorn.Config(
+            create_app(settings), access_log=False, log_level=log_level, log_config=None,
+            server_header=False, proxy_headers=False, http=protocol_for(server),
+            timeout_keep_alive=int(max(1, server.keep_alive_s)),
+            h11_max_incomplete_event_size=server.max_header_bytes)
+        uvicorn_server = uvicorn.Server(config)
+        bound_host, bound_port = sock.getsockname()[:2]
+        log.info("docfence API running on http://%s:%d", bound_host, bound_port)
+        uvicorn_server.run(sockets=[sock])
+    finally:
+        sock.close()
+    if not uvicorn_server.started:  # uvicorn logged why (the app's start-up failed)
+        raise SystemExit(1)
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on host:port; ConfigError, one line naming the address, when it cannot be
+    had (in use, out of range, an address this host does not have)."""
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"--port {port}: out of range (0-65535)")
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: restarts reuse the port
+        sock.bind((host, port))
+        sock.listen(2048)  # uvicorn's default backlog
+        sock.set_inheritable(True)
+    except OSError as exc:
+        sock.close()
+        in_use = exc.errno == errno.EADDRINUSE
+        hint = " (stop the process using it, or choose another --port)" if in_use else ""
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}") from None
+    return sock

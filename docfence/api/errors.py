@@ -1,5 +1,8 @@
 """The one error -> HTTP table, and the handlers that give every error the same JSON shape:
-`{"error": {"code": ..., "message": ...}}` (validation 422s and unknown routes included)."""
+`{"error": {"code": ..., "message": ...}}` (validation 422s and unknown routes included).
+
+Every 500 answer also carries `error.error_id` and the `X-Error-Id` header: the server log holds that
+error's traceback (frames and exception types, never messages) at ERROR under the same id."""
 
 from __future__ import annotations
 
@@ -9,10 +12,13 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from docfence.api.wire import ErrorBody
-from docfence.core.errors import DocfenceError
+from docfence.api.wire import ErrorBody, ErrorDetail
+from docfence.core.errors import DocfenceError, InternalError
+from docfence.core.ids import new_id
+from docfence.core.loops import safe_traceback
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +48,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "upload_too_large": 413,
     "store_unavailable": 503,
     "storage_error": 503,
+    "storage_full": 507,
     "object_integrity": 500,
     "internal_error": 500,
 }
@@ -70,6 +77,21 @@ def status_for(exc: DocfenceError) -> int:
     return 500
 
 
+#: The header naming a 500 answer's error id (the same id as in its body and in the server log).
+ERROR_ID_HEADER = "X-Error-Id"
+
+
+class InternalErrorDetail(ErrorDetail):
+    error_id: str = Field(description="Names this error's traceback in the server log: quote it when "
+                                      "reporting the error.", examples=["err_0193a5c0b2f10000a1b2c3d4e5f6"])
+
+
+class InternalErrorBody(BaseModel):
+    """The error shape of a 500 answer: the one shape, plus the error id."""
+
+    error: InternalErrorDetail
+
+
 def error_response(
     status: int, code: str, message: str, headers: dict[str, str] | None = None, field: str | None = None
 ) -> JSONResponse:
@@ -78,15 +100,38 @@ def error_response(
     return JSONResponse(body.model_dump(exclude_none=True), status_code=status, headers=headers)
 
 
+def internal_error_response(
+    exc: BaseException, request: Request | None = None, *, code: str = "internal_error",
+    message: str = "internal error", headers: dict[str, str] | None = None, error_id: str | None = None,
+    where: str | None = None,
+) -> JSONResponse:
+    """A 500 answer for `exc`: a new error id (or `error_id`) in the body and the X-Error-Id header, and
+    one ERROR log line under that id with `where` (default: the request's method and route template)
+    and the traceback (without --debug: this line is how a 500 is diagnosed)."""
+    error_id = error_id or new_id("err")
+    if where is None and request is not None:  # the route template: a raw path may hold a token
+        route = getattr(request.scope.get("route"), "path", None)
+        where = f"{request.method} {route or '(no route)'}"
+    log.error("internal error %s on %s: %s (%s)\n%s", error_id, where, code, type(exc).__name__,
+              safe_traceback(exc))
+    body = InternalErrorBody.model_validate({"error": {"code": code, "message": message,
+                                                       "error_id": error_id}})
+    return JSONResponse(body.model_dump(exclude_none=True), status_code=500,
+                        headers={**(headers or {}), ERROR_ID_HEADER: error_id})
+
+
 async def _docfence_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, DocfenceError)
     status = status_for(exc)
-    if status >= 500:
+    message = exc.message if status < 500 else (type(exc).__doc__ or exc.code).strip().splitlines()[0]
+    if status == 500:
+        known = exc.error_id if isinstance(exc, InternalError) else None
+        return internal_error_response(exc, request, code=exc.code, message=message, error_id=known)
+    if status > 500:
         log.error("request failed with %s", exc.code, exc_info=exc)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    if status == 503:
+    if status in (503, 507):  # an outage (503) or a full storage (507): both pass
         headers = {"Retry-After": "1"}
-    message = exc.message if status < 500 else (type(exc).__doc__ or exc.code).strip().splitlines()[0]
     return error_response(status, exc.code, message, headers, field=exc.field if status < 500 else None)
 
 
@@ -107,8 +152,7 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-    log.error("unexpected error %s", type(exc).__name__, exc_info=exc)
-    return error_response(500, "internal_error", "internal error")
+    return internal_error_response(exc, request)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -119,8 +163,10 @@ def install_error_handlers(app: FastAPI) -> None:
 
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI `responses` entries for the given statuses, all with the one error shape."""
-    return {status: {"model": ErrorBody, "description": _DESCRIPTIONS.get(status, "Error")}
+    """OpenAPI `responses` entries for the given statuses, all with the one error shape (500: with its
+    error id)."""
+    return {status: {"model": InternalErrorBody if status == 500 else ErrorBody,
+                     "description": _DESCRIPTIONS.get(status, "Error")}
             for status in statuses}
 
 
@@ -129,5 +175,6 @@ _DESCRIPTIONS = {
     408: "Request headers or body too slow", 415: "Not a PDF",
     404: "Not found", 409: "Conflict", 410: "Gone", 413: "Upload too large", 422: "Invalid request",
     429: "Too many requests from this address",
-    500: "Internal error", 503: "Unavailable",
+    500: "Internal error (error.error_id and X-Error-Id name its traceback in the server log)",
+    503: "Unavailable", 507: "Storage full (no space left; retried by the workers, retry later)",
 }

@@ -24,10 +24,10 @@ from starlette.routing import BaseRoute, compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from docfence.api.deps import get_principal
-from docfence.api.errors import error_response
+from docfence.api.errors import error_response, internal_error_response
 from docfence.config import ServerConfig
 from docfence.core.clock import monotonic
-from docfence.core.errors import DocfenceError, StoreUnavailable, Unauthorized
+from docfence.core.errors import StoreUnavailable, Unauthorized
 from docfence.service import Service
 
 FORM_OVERHEAD = 64 * 1024  # multipart boundaries and the small form fields next to the file
@@ -154,8 +154,9 @@ class RequestGate:
         except StoreUnavailable as exc:
             return error_response(503, exc.code, exc.message, headers={"Retry-After": "1",
                                                                         "Connection": "close"})
-        except DocfenceError:
-            return error_response(500, "internal_error", "internal error", headers={"Connection": "close"})
+        except Exception as exc:  # nobody expected it: a 500 with an error id, its traceback logged
+            return internal_error_response(exc, headers={"Connection": "close"},
+                                           where=f"{scope['method']} (API key check)")
         scope.setdefault("state", {})["principal"] = principal
         return None
 

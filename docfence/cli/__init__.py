@@ -27,7 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Fenced, deadline-bounded PDF jobs: watermarking and report rendering.",
     )
     parser.add_argument("--version", action="version", version=f"docfence {_version()}")
-    parser.add_argument("--debug", action="store_true", help="show the traceback of an unexpected error")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the traceback of an unexpected error; serve and reconcile log at DEBUG")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         module = importlib.import_module(f"docfence.cli.{name}")
@@ -95,14 +96,16 @@ def _share_metrics(argv: list[str]) -> None:
     counters to the host's shared folder, so `serve`'s /metrics shows the workers' and reconcilers'."""
     if _command_name(argv) not in SHARED_METRICS_COMMANDS:
         return
+    from docfence.cli.serve import check_data_folders
     from docfence.config import load_settings
     from docfence.core.errors import ConfigError
     from docfence.observability.multiproc import metrics_dir, share
 
     try:
         settings = load_settings()
+        check_data_folders(settings)  # the shared folder defaults to one inside the data folder
     except ConfigError:
-        return  # the command itself reports the bad setting, in one line
+        return  # the command itself reports the bad setting or folder, in one line
     try:
         share(settings)
     except OSError as exc:

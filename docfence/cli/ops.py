@@ -94,13 +94,15 @@ def db_upgrade(args: argparse.Namespace) -> int:
 def run_worker_cmd(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
+    from docfence.cli.serve import check_startup, log_level
     from docfence.wiring import Runtime, run_worker
 
     settings = load_settings()
-    configure_logs(settings.log_level.upper())
+    configure_logs(log_level(args, settings).upper())
+    check_startup(settings)  # data folders and password key: one line, exit 2, before anything starts
     if args.no_reconcile:
         settings = replace(settings, worker=replace(settings.worker, reconcile_in_process=False))
-    rt = Runtime.open(settings)
+    rt = Runtime.open(settings, role="worker")
     if args.metrics_port is not None:
         from docfence.observability.exposition import serve_metrics
 
@@ -114,8 +116,13 @@ def run_worker_cmd(args: argparse.Namespace) -> int:
 def reconcile(args: argparse.Namespace) -> int:
     import threading
 
-    configure_logs()
-    rt = _runtime()
+    from docfence.cli.serve import check_startup, log_level
+    from docfence.wiring import Runtime
+
+    settings = load_settings()
+    configure_logs(log_level(args, settings).upper())
+    check_startup(settings)
+    rt = Runtime.open(settings, role="reconciler")
     rec = rt.reconciler()
     if args.metrics_port is not None:  # its counters live in this process: expose them
         from docfence.observability.exposition import serve_metrics
