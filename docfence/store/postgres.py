@@ -152,6 +152,9 @@ class PostgresStore(SqlStore):
         if conn is not None:
             conn.pgconn.finish()
 
+    def close_thread_connection(self) -> None:
+        self._drop()
+
     def _drop(self) -> None:
         conn = getattr(self._local, "conn", None)
         if conn is not None:

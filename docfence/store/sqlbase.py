@@ -71,6 +71,11 @@ class SqlBase:
         """Close this thread's connection abruptly, as a network drop would (fault tests)."""
         raise NotImplementedError
 
+    def close_thread_connection(self) -> None:
+        """Close the calling thread's connection, as a thread that ends should (each thread keeps its
+        own); the store stays usable, and the thread's next call would open another."""
+        raise NotImplementedError
+
     def _now_param(self) -> datetime | None:
         return self.clock.now() if self.clock is not None else None
 

@@ -215,6 +215,9 @@ class SqliteStore(SqlStore):
             conn.close()
             self._local.conn = None
 
+    def close_thread_connection(self) -> None:
+        self.drop_connection()  # closing a SQLite handle is the same either way
+
     def close(self) -> None:
         """Close this thread's handle and release this store's share of the wake-up listener."""
         self.drop_connection()

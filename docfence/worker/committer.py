@@ -17,10 +17,12 @@ from typing import Any
 from docfence.blobs.base import BlobStore
 from docfence.core.clock import monotonic
 from docfence.core.errors import StoreError, StoreUnavailable
+from docfence.core.loops import report_failure
 from docfence.core.records import ArtifactInfo, Claim, Completion, Job
 from docfence.faults import fault_point
+from docfence.observability import metrics
 from docfence.store.base import JobStore
-from docfence.worker.leases import Lease
+from docfence.worker.leases import Lease, close_thread_connection
 
 log = logging.getLogger("docfence.worker")
 
@@ -67,6 +69,12 @@ class Committer:
             self._thread.join()
 
     def _loop(self) -> None:
+        try:
+            self._commit_until_closed()
+        finally:
+            close_thread_connection(self.store)
+
+    def _commit_until_closed(self) -> None:
         while True:
             with self._cond:
                 while not self._waiting and not self._closing:
@@ -82,8 +90,9 @@ class Committer:
         try:
             fault_point("before_commit")
             self._commit_group(batch, settled)
-        except Exception:  # an unexpected failure: nothing of the rest is known to be committed
-            log.exception("group commit failed", extra={"worker": self.worker})
+        except Exception as exc:  # an unexpected failure: nothing of the rest is known to be committed
+            report_failure("group commit", exc, log)
+            metrics.record_loop_error("committer")
             for result in batch:
                 if id(result) not in settled:
                     self._settle(settled, result, self.on_stale, False)
@@ -93,12 +102,17 @@ class Committer:
         A retry after a lost answer finds the job no longer rendering: the stale path then checks
         whether our own commit went through. A non-retryable error splits the group, so one bad
         result cannot fail the others."""
-        pending = list(batch)
+        pending, tries = list(batch), 0
         while pending:
             try:
                 done = self.store.complete_many(
                     [Completion(r.claim.job.id, r.claim.attempt, r.artifact) for r in pending], self.worker)
-            except StoreUnavailable:
+            except StoreUnavailable as exc:
+                metrics.record_infra_retry("store", exc.code)
+                if tries == 0:  # one line per outage
+                    log.warning("commit: store outage (%s); retrying while the leases hold", exc.code,
+                                extra={"worker": self.worker})
+                tries += 1
                 for result in [r for r in pending if _maybe_expired(r.lease)]:
                     self._settle(settled, result, self.on_stale, False)
                 pending = [r for r in pending if id(r) not in settled]
@@ -126,9 +140,10 @@ class Committer:
         settled.add(id(result))
         try:
             callback(result, arg)
-        except Exception:  # the callback owns the lease and gives it back in its own finally
-            log.exception("recording a commit outcome failed",
-                          extra={"job_id": result.claim.job.id, "attempt": result.claim.attempt})
+        except Exception as exc:  # the callback owns the lease and gives it back in its own finally
+            report_failure(f"recording the commit outcome of job {result.claim.job.id} attempt "
+                           f"{result.claim.attempt}", exc, log)
+            metrics.record_loop_error("committer")
 
 
 def _maybe_expired(lease: Lease) -> bool:

@@ -9,27 +9,31 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import random
 import shutil
 import socket
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
+from docfence.blobs.base import BlobInfo
 from docfence.blobs.regions import RegionRouter
 from docfence.blobs.sealed import PasswordSeal, load_key
 from docfence.config import Settings
 from docfence.core.clock import monotonic
 from docfence.core.errors import (
     BlobError,
+    BlobNotFound,
     ConfigError,
     DocfenceError,
+    LeaseLost,
     StaleAttempt,
     StoreError,
     StoreUnavailable,
 )
 from docfence.core.ids import new_id
+from docfence.core.loops import report_failure
 from docfence.core.policy import Kind
 from docfence.core.records import ArtifactInfo, Claim, Job
 from docfence.faults import fault_point
@@ -40,7 +44,10 @@ from docfence.storage_keys import job_prefix, staging_key
 from docfence.store.base import JobStore
 from docfence.store.wakeups import Wakeups
 from docfence.worker.committer import Committer, StagedResult
-from docfence.worker.leases import Lease, LeaseKeeper
+from docfence.worker.failures import describe_start, unexpected_failure
+from docfence.worker.leases import Lease, LeaseKeeper, close_thread_connection
+from docfence.worker.outages import Backoff, OutageOutlasted, OutageRetry
+from docfence.worker.signing import sign_output, signing_request
 
 
 class WorkerStore(JobStore, Wakeups, Protocol):
@@ -62,28 +69,13 @@ class Counters:
     discarded: int = 0
 
 
-def _merged(validated: dict[str, Any] | None, stage: dict[str, Any] | None) -> dict[str, Any]:
-    """The render's validation report with the signing task's checks appended (what is published)."""
-    merged = dict(validated or {})
-    merged["checks"] = [*merged.get("checks", []), *(stage or {}).get("checks", [])]
-    merged["ok"] = bool(merged.get("ok", True)) and all(c.get("ok") for c in merged["checks"])
-    return merged
-
-
-def _signing_request(settings: Settings) -> dict[str, Any] | None:
-    """The `[signing]` key, opened once here so a wrong file or password stops the worker at start-up;
-    None when no class signs (a worker then never reads the file)."""
-    if not any(c.signing is not None for c in settings.all_classes().values()):
-        return None
-    from docfence.engines.signing import load_key
-
-    return load_key(settings.signing.pkcs12, settings.signing.pkcs12_password).to_request()
-
-
 class Worker:
     def __init__(self, settings: Settings, store: WorkerStore, regions: RegionRouter, *,
-                 worker_id: str | None = None) -> None:
+                 worker_id: str | None = None, backoff: Backoff | None = None) -> None:
         self.settings, self.cfg, self.store, self.regions = settings, settings.worker, store, regions
+        self.backoff = backoff or Backoff()  # outages within an attempt, and claims while the store is down
+        self._claim_failures = 0  # consecutive failed claims: the outage's back-off step
+        self._rng = random.Random()
         self.id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{new_id('w')[-6:]}"
         self.leases = LeaseKeeper(store, self.id, self.cfg.heartbeat_interval_s)
         self.stopping = threading.Event()
@@ -100,10 +92,11 @@ class Worker:
         # process for untrusted input, whose memory the key would otherwise share (docs/security.md)
         self.sign_sandbox = Sandbox("sign")
         self._seal: PasswordSeal | None = None  # loaded by the first job that carries a password
-        self._signing = _signing_request(settings)
+        self._signing = signing_request(settings)
 
     def run(self, *, until_idle: bool = False, max_jobs: int | None = None) -> Counters:
         """Claim and process jobs until `stopping` is set (SIGTERM), the queue is idle, or max_jobs."""
+        log.info(describe_start(self.settings, self.store, self.regions, self.id))
         self.leases.start()
         self.committer.start()
         self.sandbox.start(wait=False)  # warms up while we claim; the first job waits until it is ready
@@ -117,7 +110,8 @@ class Worker:
                 if not claims:
                     if until_idle:
                         break
-                    self._wait_for_work()
+                    if claims is not None:  # after a failed claim its back-off was the wait
+                        self._wait_for_work()
                     continue
                 for claim in claims:
                     self._render_or_release(claim)
@@ -129,6 +123,7 @@ class Worker:
             self.sign_sandbox.close()
             self.committer.close()  # commit what is staged while its leases still hold
             self.leases.stop()
+            close_thread_connection(self.store)  # this thread's; the next call would open another
             shutil.rmtree(self._scratch, ignore_errors=True)  # each job's folder went with its job
             if self._scratch_lock is not None:
                 os.close(self._scratch_lock)
@@ -141,13 +136,22 @@ class Worker:
         folder, lock = make_owned(SCRATCH_PREFIX)
         return Path(folder), lock
 
-    def _claim(self) -> list[Claim]:
+    def _claim(self) -> list[Claim] | None:
+        """Claimed jobs; None after a failed claim and its back-off (capped and jittered, one log
+        line per outage): the store reconnects by itself on the next call."""
         try:
             claims = self.store.claim(self.id, limit=self.cfg.batch)
-        except StoreError as exc:
-            log.warning("claim failed: %s", exc.code)
-            self.stopping.wait(self.cfg.poll_interval_s)
-            return []
+        except Exception as exc:  # an outage, or a bug in a claim: never the end of the worker
+            if self._claim_failures == 0:  # one line per outage; "claims work again" ends it
+                report_failure("claim (retried with back-off)", exc, log)
+            if not isinstance(exc, StoreError):
+                metrics.record_loop_error("worker")
+            self.stopping.wait(self.backoff.delay(self._claim_failures, self._rng))
+            self._claim_failures += 1
+            return None
+        if self._claim_failures:
+            log.info("claims work again after %d failed tries", self._claim_failures)
+            self._claim_failures = 0
         self._count("claimed", len(claims))
         for claim in claims:
             metrics.record_claimed(claim.job.mode)
@@ -162,34 +166,52 @@ class Worker:
         self.stopping.wait(self.cfg.poll_interval_s)
 
     def _render_or_release(self, claim: Claim) -> None:
+        """Process one claim; whatever it raises ends this attempt only, never the worker."""
         lease = self.leases.hold(claim.job.id, claim.attempt, claim.job.policy.lease_ttl_s)
+        retry = OutageRetry.for_claim(claim, lease, self.backoff, self._grace_over)
         handed_over = False  # to the committer, which drops the lease once the outcome is known
         try:
             if self.stopping.is_set():  # shutting down before we started: hand it back at once
                 self._release(claim)
                 return
             fault_point("after_claim")
-            handed_over = self.render_and_stage(claim, lease)
+            handed_over = self.render_and_stage(claim, lease, retry)
         except StoreError as exc:  # the lease lapses and the reconciler requeues the job
             log.warning("store error while processing: %s", exc.code,
                         extra={"job_id": claim.job.id, "attempt": claim.attempt})
+        except Exception as exc:  # a bug, or an error nobody expected here: this attempt fails
+            self._fail_unexpected(claim, exc, retry)
         finally:
             if not handed_over:
                 self.leases.drop(lease)
 
-    def render_and_stage(self, claim: Claim, lease: Lease) -> bool:
+    def _fail_unexpected(self, claim: Claim, exc: Exception, retry: OutageRetry) -> None:
+        """Fail the attempt with a coded error and an error id (failures.py); never raises."""
+        failure = unexpected_failure(exc, retry.ctx)
+        try:
+            self._fail(claim, failure.code, failure.message, failure.retryable, retry)
+        except Exception as again:  # the lease lapses and the reconciler requeues the job
+            log.warning("could not record the failure (error id %s): %s", failure.error_id,
+                        again.code if isinstance(again, DocfenceError) else type(again).__name__,
+                        extra=retry.ctx)
+
+    def render_and_stage(self, claim: Claim, lease: Lease, retry: OutageRetry) -> bool:
         """Render, validate and stage one claim. True when a staged result went to the committer;
-        every other outcome (failure recorded, stale, lease lost) is settled here."""
+        every other outcome (failure recorded, stale, lease lost, outage past the deadline) is
+        settled here. Outages of the blob store or the store are retried within the attempt."""
         job, attempt = claim.job, claim.attempt
-        ctx = {"job_id": job.id, "attempt": attempt}
+        ctx = retry.ctx
         log.info("rendering", extra=ctx)
         workdir = self._scratch / f"{job.id}-{attempt}"
         workdir.mkdir()
         try:
             store = self.regions.for_region(job.region)
-            if job.input_key is None:
-                raise BlobError("the job has no input")
-            (workdir / "input.pdf").write_bytes(store.get(job.input_key, expected_sha256=job.input_sha256))
+            input_key = job.input_key
+            if input_key is None:
+                raise BlobNotFound("the job has no input")
+            data = retry.call("reading the input",
+                              lambda: store.get(input_key, expected_sha256=job.input_sha256))
+            (workdir / "input.pdf").write_bytes(data)
             outcome = self._render(claim, lease, workdir)
             if outcome is None:
                 return False  # lease lost or shutdown: nothing recorded as success
@@ -197,57 +219,64 @@ class Worker:
                 if outcome.error_code == "validation_failed":
                     metrics.record_validation_report(outcome.validation, job.mode)
                 self._fail(claim, outcome.error_code or "engine_error", outcome.error_message or "",
-                           outcome.retryable)
+                           outcome.retryable, retry)
                 return False
-            return self._stage(claim, lease, workdir / "output.pdf", outcome)
+            return self._stage(claim, lease, workdir / "output.pdf", outcome, retry)
+        except LeaseLost:
+            self._discard_lost(claim)
         except StaleAttempt:
             self._count("discarded")
             metrics.record_discarded("stale_commit")
             log.warning("stale attempt; output discarded", extra=ctx)
-        except BlobError as exc:
-            self._fail(claim, exc.code, exc.message, True)
+        except OutageOutlasted as out:
+            self._outlasted(claim, out)
+        except BlobError as exc:  # deterministic (not found, integrity) or this worker's own (password key)
+            self._fail(claim, exc.code, exc.message, exc.retryable, retry)
         finally:  # never raises: a result already handed to the committer must keep its lease
             shutil.rmtree(workdir, ignore_errors=True)
         return False
+
+    def _discard_lost(self, claim: Claim, what: str = "attempt discarded, nothing staged") -> None:
+        self._count("discarded")
+        metrics.record_discarded("lease_lost")
+        log.warning("lease lost; %s", what, extra={"job_id": claim.job.id, "attempt": claim.attempt})
+
+    def _outlasted(self, claim: Claim, out: OutageOutlasted) -> None:
+        """At the deadline the job is left to the reconciler's deadline pass (which cancels it, with
+        the store's clock); at the end of shutdown's grace it is handed back."""
+        ctx = {"job_id": claim.job.id, "attempt": claim.attempt}
+        if out.why == "shutdown":
+            log.warning("outage (%s) outlasted the shutdown grace; job handed back", out.error.code,
+                        extra=ctx)
+            self._release(claim)
+            return
+        self._count("discarded")
+        metrics.record_discarded("deadline_outage")
+        log.warning("outage (%s) lasted until the job's deadline; left to the reconciler's deadline pass",
+                    out.error.code, extra=ctx)
 
     def _render(self, claim: Claim, lease: Lease, workdir: Path) -> Outcome | None:
         """The job's outcome from its own render process; None when the lease was lost or shutdown's
         grace ran out (the render process is killed, nothing is recorded as success)."""
         job = claim.job
         kind = "report" if job.policy.kind is Kind.REPORT else "watermark"
+        ctx = {"job_id": job.id, "attempt": claim.attempt}  # on the sandbox's own log lines
         task = Task(kind, workdir / "input.pdf", workdir / "output.pdf", job.policy,
-                    password=self._password(job))
+                    password=self._password(job), log_context=ctx)
         sandbox = self.report_sandbox if kind == "report" else self.sandbox
         started = monotonic()
         cancel = lambda: lease.lost.is_set() or self._grace_over()  # noqa: E731
         result = sandbox.run(task, cancel=cancel)
         if result.ok and job.policy.signing is not None and kind == "watermark":
-            result = self._sign(job, workdir, result, cancel)
+            result = sign_output(self.sign_sandbox, self._signing, task, result, cancel)
         if result.canceled:
             if lease.lost.is_set():
-                self._count("discarded")
-                metrics.record_discarded("lease_lost")
-                log.warning("lease lost; render killed and discarded",
-                            extra={"job_id": job.id, "attempt": claim.attempt})
+                self._discard_lost(claim, "render killed and discarded")
             else:
                 self._release(claim)
             return None
         metrics.record_render(job.mode, result.pages, monotonic() - started, ok=result.ok)
         return result
-
-    def _sign(self, job: Job, workdir: Path, rendered: Outcome, cancel: Callable[[], bool]) -> Outcome:
-        """Sign the validated output in a render process of its own, forked after validation by the
-        sign sandbox's zygote: it gets the key and our own validated bytes, never the untrusted input
-        (engines/issue.py)."""
-        validated = workdir / "validated.pdf"
-        (workdir / "output.pdf").rename(validated)
-        task = Task("sign", validated, workdir / "output.pdf", job.policy, signing=self._signing)
-        signed = self.sign_sandbox.run(task, cancel=cancel)
-        if not signed.ok:
-            report = _merged(rendered.validation, signed.validation) if signed.validation else None
-            return replace(signed, validation=report)
-        return replace(rendered, validation=_merged(rendered.validation, signed.validation),
-                       engine_s=rendered.engine_s + signed.engine_s)
 
     def _password(self, job: Job) -> str | None:
         """The job's PDF password, unsealed for its render process only (never logged or stored)."""
@@ -267,21 +296,28 @@ class Worker:
             self._stop_seen = monotonic()
         return monotonic() - self._stop_seen > self.cfg.shutdown_grace_s
 
-    def _stage(self, claim: Claim, lease: Lease, output: Path, outcome: Outcome) -> bool:
-        """Upload the output to its attempt-specific staging key and hand it to the committer."""
+    def _stage(self, claim: Claim, lease: Lease, output: Path, outcome: Outcome, retry: OutageRetry) -> bool:
+        """Upload the output to its attempt-specific staging key and hand it to the committer. Raises
+        LeaseLost, before anything is uploaded, when the lease was lost (and again before the hand-over)."""
         job, attempt = claim.job, claim.attempt
         size = output.stat().st_size
         if size > job.policy.limits.max_output_bytes:
-            self._fail(claim, "render_resource_exceeded", "the output exceeds its size limit", False)
+            self._fail(claim, "render_resource_exceeded", "the output exceeds its size limit", False, retry)
             return False
         store = self.regions.for_region(job.region)
         key = staging_key(job.tenant, job.id, attempt)
-        fault_point("storage_write", error=lambda: BlobError("injected storage write failure"))
-        with output.open("rb") as fh:
-            info = store.put_stream(key, fh, max_bytes=job.policy.limits.max_output_bytes)
+
+        def upload() -> BlobInfo:
+            if lease.lost.is_set():  # checked before every try: a lost attempt uploads nothing
+                raise LeaseLost("lease lost before staging")
+            fault_point("storage_write", error=lambda: BlobError("injected storage write failure"))
+            with output.open("rb") as fh:
+                return store.put_stream(key, fh, max_bytes=job.policy.limits.max_output_bytes)
+
+        info = retry.call("staging the output", upload)
         fault_point("after_staging_upload")
-        if lease.lost.is_set():
-            raise StaleAttempt("lease lost before commit")
+        if lease.lost.is_set():  # staged too late: the reconciler's orphan sweep removes the object
+            raise LeaseLost("lease lost before commit")
         artifact = ArtifactInfo(key, info.sha256, info.bytes, outcome.pages, outcome.validation or {})
         self.committer.submit(StagedResult(claim, artifact, lease, store))
         return True
@@ -337,12 +373,17 @@ class Worker:
                 return None
         return None
 
-    def _fail(self, claim: Claim, code: str, message: str, retryable: bool) -> None:
+    def _fail(self, claim: Claim, code: str, message: str, retryable: bool, retry: OutageRetry) -> None:
+        """Record the attempt's failure; the store's outages are retried while the lease holds."""
         try:
-            job = self.store.fail(claim.job.id, claim.attempt, self.id, code, message, retryable=retryable)
+            job = retry.call("recording a failure", lambda: self.store.fail(
+                claim.job.id, claim.attempt, self.id, code, message, retryable=retryable))
         except StaleAttempt:
             self._count("discarded")
             metrics.record_discarded("stale_fail")
+            return
+        except OutageOutlasted as out:
+            self._outlasted(claim, out)
             return
         metrics.record_terminal(job)
         if job.state.terminal:

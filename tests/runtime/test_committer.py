@@ -27,6 +27,9 @@ class CountingStore:
         self.error = error or StoreUnavailable("injected: the store is unreachable")
         self.refuse_groups_over = refuse_groups_over
 
+    def close_thread_connection(self) -> None:  # the committer thread closes its own as it ends
+        self.store.close_thread_connection()
+
     def complete_many(self, completions: Any, worker: str) -> Any:
         self.calls.append(len(completions))
         if len(self.calls) <= self.fail_first:
