@@ -14,6 +14,7 @@ from typing import Any
 import uvicorn
 
 from docfence.core.interpreter import module_command
+from docfence.harness.tcp_proxy import free_port
 
 
 @contextmanager
@@ -40,13 +41,6 @@ def running(app: Any) -> Iterator[str]:
         server.should_exit = True
         thread.join(10)
         sock.close()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @contextmanager

@@ -44,6 +44,9 @@ def _killed_mid_write(root: Path, key: str) -> Path:
         proc.send_signal(signal.SIGKILL)
     finally:
         proc.wait(timeout=60)  # a hang guard only
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
     assert proc.returncode == -signal.SIGKILL
     (debris,) = [p for p in root.rglob(f"{TEMP_PREFIX}*")]
     return debris

@@ -75,3 +75,5 @@ def test_reconcile_serves_its_counters(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(30)
+        if proc.stderr is not None:
+            proc.stderr.close()
