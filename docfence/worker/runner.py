@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from docfence.blobs.base import BlobInfo
+from docfence.blobs.base import BlobInfo, translated_os_errors
 from docfence.blobs.regions import RegionRouter
 from docfence.blobs.sealed import PasswordSeal, load_key
 from docfence.config import Settings
@@ -67,6 +67,13 @@ class Counters:
     failed: int = 0
     retried: int = 0
     discarded: int = 0
+
+
+def _write_scratch(workdir: Path, data: bytes) -> None:
+    """The job's input in its scratch folder; a full disk there is storage_full (retried in the
+    attempt, as any storage outage), never an internal_error."""
+    with translated_os_errors("write the job's scratch copy"):
+        (workdir / "input.pdf").write_bytes(data)
 
 
 class Worker:
@@ -211,7 +218,7 @@ class Worker:
                 raise BlobNotFound("the job has no input")
             data = retry.call("reading the input",
                               lambda: store.get(input_key, expected_sha256=job.input_sha256))
-            (workdir / "input.pdf").write_bytes(data)
+            retry.call("copying the input to the scratch folder", lambda: _write_scratch(workdir, data))
             outcome = self._render(claim, lease, workdir)
             if outcome is None:
                 return False  # lease lost or shutdown: nothing recorded as success

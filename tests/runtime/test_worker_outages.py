@@ -5,6 +5,7 @@ Back-off delays are injected tiny, and waits end on events, so no test sleeps.""
 
 from __future__ import annotations
 
+import errno
 import io
 import logging
 import threading
@@ -110,6 +111,29 @@ def test_a_full_disk_is_an_outage_too(store, tmp_path: Path) -> None:  # type: i
     job = store.get(job_id)
     assert job.state is JobState.SUCCEEDED and job.attempt == 1
     assert _retries("storage", "storage_full") == before + 2
+
+
+def test_a_full_scratch_folder_is_storage_full_and_retried(  # type: ignore[no-untyped-def]
+        store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ENOSPC while copying the input into the worker's scratch folder is an outage (storage_full),
+    retried inside the attempt, never an internal_error."""
+    settings = _settings(tmp_path)
+    job_id = _submit(settings, store)
+    real_write, fails = Path.write_bytes, [2]
+
+    def full_once(path: Path, data: Any) -> int:
+        if path.name == "input.pdf" and fails[0] > 0:
+            fails[0] -= 1
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(path, data)
+
+    monkeypatch.setattr(Path, "write_bytes", full_once)
+    before = _retries("storage", "storage_full")
+    Worker(settings, store, RegionRouter({"local": LocalBlobStore(tmp_path / "objects")}),
+           backoff=TINY).run(until_idle=True)
+    job = store.get(job_id)
+    assert job.state is JobState.SUCCEEDED and job.attempt == 1, (job.state, job.last_error_code)
+    assert fails == [0] and _retries("storage", "storage_full") == before + 2
 
 
 def test_a_missing_input_fails_at_once_without_retries(store, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
