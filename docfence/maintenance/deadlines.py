@@ -17,6 +17,7 @@ class DeadlineResult:
     canceled: list[str] = field(default_factory=list)
     skipped_locked: list[str] = field(default_factory=list)  # past deadline, but another session held the row
     escalated: list[str] = field(default_factory=list)  # skipped beyond the bound, then waited for
+    terminated: list[str] = field(default_factory=list)  # whose docfence holder session was terminated
 
 
 class DeadlineCanceller:
@@ -24,7 +25,8 @@ class DeadlineCanceller:
 
     def __init__(self, store: OpsStore, config: BatchConfig, bound: SkipBound | None = None) -> None:
         self.store, self.config = store, config
-        self.skips = SkippedRows(self.PASS, store.escalate_past_deadline, bound or SkipBound())
+        self.skips = SkippedRows(self.PASS, store.escalate_past_deadline, bound or SkipBound(),
+                                 store.terminate_past_deadline_holders)
 
     def run_once(self) -> list[str]:
         """The ids of the jobs canceled in this pass."""
@@ -37,4 +39,4 @@ class DeadlineCanceller:
         canceled = passed.moved + skips.moved
         metrics.record_terminals(canceled)
         return DeadlineResult(canceled=[job.id for job in canceled], skipped_locked=skips.skipped,
-                              escalated=skips.escalated)
+                              escalated=skips.escalated, terminated=skips.terminated)

@@ -1,7 +1,7 @@
 """Lease rescue: requeue rendering jobs whose lease expired (never one with a valid lease), or fail
 them when their attempts are exhausted, in bounded batches, and count it. Expired rows the pass skips
 because another session holds their lock are counted and, beyond a bound, escalated (maintenance/
-skipped.py)."""
+skipped.py): waited for, then docfence's own holding session is terminated."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ class LeaseRescueResult:
     failed: list[str] = field(default_factory=list)  # out of attempts: a terminal failure
     skipped_locked: list[str] = field(default_factory=list)  # expired, but another session held the row
     escalated: list[str] = field(default_factory=list)  # skipped beyond the bound, then waited for
+    terminated: list[str] = field(default_factory=list)  # whose docfence holder session was terminated
 
 
 class LeaseRescuer:
@@ -26,13 +27,15 @@ class LeaseRescuer:
 
     def __init__(self, store: OpsStore, config: BatchConfig, bound: SkipBound | None = None) -> None:
         self.store, self.config = store, config
-        self.skips = SkippedRows(self.PASS, store.escalate_expired_lease, bound or SkipBound())
+        self.skips = SkippedRows(self.PASS, store.escalate_expired_lease, bound or SkipBound(),
+                                 store.terminate_expired_lease_holders)
 
     def run_once(self) -> LeaseRescueResult:
         passed = self.store.requeue_expired_pass(batch=self.config.batch)
         skips = self.skips.handle(passed)
         moved = passed.moved + skips.moved
-        result = LeaseRescueResult(skipped_locked=skips.skipped, escalated=skips.escalated)
+        result = LeaseRescueResult(skipped_locked=skips.skipped, escalated=skips.escalated,
+                                   terminated=skips.terminated)
         for job in moved:
             (result.failed if job.state.terminal else result.requeued).append(job.id)
         metrics.record_reconcile(len(result.requeued), len(result.failed))

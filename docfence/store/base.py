@@ -32,7 +32,7 @@ from docfence.core.records import (
     WebhookEndpoint,
 )
 from docfence.core.states import JobState
-from docfence.store.passes import PassResult, RowLockHolder
+from docfence.store.passes import HolderVerdict, PassResult, RowLockHolder
 from docfence.store.reports import ALL_TENANTS
 from docfence.store.sqlstore import SqlStore
 from docfence.store.wakeups import Wakeups
@@ -125,6 +125,11 @@ class OpsStore(Protocol):
     def escalate_past_deadline(self, job_id: str, attempt: int, *, lock_timeout_s: float) -> Job | None: ...
     def row_lock_holders(self, job_id: str) -> list[RowLockHolder]:
         """The sessions holding the job's row lock now (PostgreSQL; always empty on SQLite)."""
+    def terminate_expired_lease_holders(self, job_id: str, attempt: int, *,
+                                        wait_s: float) -> list[HolderVerdict]:
+        """End docfence's own sessions holding a still-expired lease's row lock; others are answered."""
+    def terminate_past_deadline_holders(self, job_id: str, attempt: int, *,
+                                        wait_s: float) -> list[HolderVerdict]: ...
     def tombstone(self, job_id: str, *, actor: str, request_id: str | None, reason: str,
                   note: str | None = None) -> Job: ...
     def retention_due(self, *, batch: int = 100) -> list[str]: ...

@@ -1,7 +1,8 @@
 """The reconciler's two row passes (lease expiry, deadline) of the SQL stores (a mixin of SqlStore): each
 moves a bounded batch of due rows, reports the due rows it skipped because another session held their
 lock, and can move one such row by waiting (briefly) for its lock: the escalation of a skipped row.
-Also names the sessions that hold a job's row lock (`docfence inspect`)."""
+Also names the sessions that hold a job's row lock (`docfence inspect`), and ends docfence's own
+sessions that hold a due row's lock past every wait (the last step of an escalation)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,13 @@ from datetime import datetime
 
 from docfence.core.records import Job
 from docfence.core.states import Event, JobState, transition
+from docfence.store.pg_session import DEFAULT_APPLICATION_NAME
 from docfence.store.sqlbase import Row, SqlBase, Tx
 
 _EXHAUSTED_MESSAGE = "lease expired and attempts are exhausted"
+#: Sessions whose application_name starts with this are docfence's own (docfence, docfence-worker,
+#: docfence-api, docfence-reconciler, ...): the only ones an escalation may terminate.
+OWN_SESSION_PREFIX = DEFAULT_APPLICATION_NAME
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,19 @@ class RowLockHolder:
     state: str  # pg_stat_activity's: "idle in transaction", "active", ...
     state_s: float  # seconds in that state
     transaction_s: float  # seconds since its transaction began
+
+
+@dataclass(frozen=True)
+class HolderVerdict:
+    """A session an escalation found holding a due row's lock, and whether it was terminated: only
+    docfence's own sessions are (OWN_SESSION_PREFIX); another client's is reported, never ended."""
+
+    holder: RowLockHolder
+    terminated: bool  # pg_terminate_backend signalled it and it exited within the wait
+
+    @property
+    def own(self) -> bool:
+        return self.holder.application_name.startswith(OWN_SESSION_PREFIX)
 
 
 class ReconcilePasses(SqlBase):
@@ -105,8 +123,27 @@ class ReconcilePasses(SqlBase):
         """The sessions holding job `job_id`'s row lock right now (none on SQLite)."""
         with self._tx(write=False) as tx:
             rows = tx.all("row_lock_holders", id=job_id)
-        return [RowLockHolder(int(r["pid"]), str(r["application_name"] or ""), str(r["state"] or "unknown"),
-                              float(r["state_s"] or 0.0), float(r["xact_s"] or 0.0)) for r in rows]
+        return [_holder(r) for r in rows]
+
+    def terminate_expired_lease_holders(self, job_id: str, attempt: int, *,
+                                        wait_s: float) -> list[HolderVerdict]:
+        """End docfence's own sessions holding the row lock of job `job_id` while it is still `attempt`
+        with an expired lease by the store's clock (never a valid lease): pg_terminate_backend, waiting
+        up to `wait_s` for each to exit, rolls their transactions back and frees the row. Another
+        client's session is answered, not ended. No rows on SQLite. Raises StoreError when the server
+        refuses (a session of another role: permission denied)."""
+        return self._terminate_holders("terminate_expired_lease_holders", job_id, attempt, wait_s)
+
+    def terminate_past_deadline_holders(self, job_id: str, attempt: int, *,
+                                        wait_s: float) -> list[HolderVerdict]:
+        """As `terminate_expired_lease_holders`, for a job still `attempt` and past its deadline."""
+        return self._terminate_holders("terminate_past_deadline_holders", job_id, attempt, wait_s)
+
+    def _terminate_holders(self, query: str, job_id: str, attempt: int, wait_s: float) -> list[HolderVerdict]:
+        with self._tx() as tx:
+            rows = tx.all(query, id=job_id, attempt=attempt, now=self._now_param(),
+                          own_prefix=OWN_SESSION_PREFIX, wait_ms=max(1, round(wait_s * 1000)))
+        return [HolderVerdict(_holder(r), bool(r["terminated"])) for r in rows]
 
     # -- one row each --------------------------------------------------------------------------------
     def _rescue_lease(self, tx: Tx, cand: Row) -> Job | None:
@@ -144,6 +181,11 @@ class ReconcilePasses(SqlBase):
         now = rows[0]["now"] if rows else None
         skipped = [SkippedRow(r["id"], int(r["attempt"]), r["state"], float(r["lease_ttl_s"])) for r in rows]
         return skipped, now
+
+
+def _holder(r: Row) -> RowLockHolder:
+    return RowLockHolder(int(r["pid"]), str(r["application_name"] or ""), str(r["state"] or "unknown"),
+                         float(r["state_s"] or 0.0), float(r["xact_s"] or 0.0))
 
 
 def _announce(tx: Tx, moved: list[Job]) -> None:

@@ -57,6 +57,9 @@ def _translate(exc: psycopg.Error, conn: psycopg.Connection[Row]) -> tuple[Store
         return StoreUnavailable("the PostgreSQL connection failed"), True
     if isinstance(exc, psycopg.errors.UniqueViolation):
         return StoreError("a unique constraint was violated"), False
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege):  # e.g. terminating another role's session
+        return StoreError("PostgreSQL denied this session's role a privilege the call needs (permission "
+                          "denied, 42501)"), False
     return StoreError(f"PostgreSQL error ({exc.sqlstate})"), False
 
 
