@@ -17,12 +17,13 @@ import string
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from jinja2 import DictLoader, StrictUndefined, TemplateSyntaxError, UndefinedError
+from jinja2 import DictLoader, StrictUndefined, TemplateSyntaxError, UndefinedError, nodes
 from jinja2 import TemplateError as JinjaTemplateError
 from jinja2.compiler import CodeGenerator, Frame
 from jinja2.exceptions import SecurityError
 from jinja2.nodes import Concat
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.utils import missing
 
 from docfence.core.errors import RenderResourceExceeded, TemplateError
 
@@ -193,10 +194,66 @@ def _bounded_filters(env: ReportSandbox) -> None:
                    slice=bounded_slice)
 
 
+class _NamedUndefinedError(UndefinedError):
+    """An undefined name (`attribute` False) or attribute/key (True), carrying the name it looked up."""
+
+    def __init__(self, name: Any, attribute: bool) -> None:
+        super().__init__("undefined")
+        self.name, self.attribute = name, attribute
+
+
+class _NamedUndefined(StrictUndefined):
+    """StrictUndefined whose error carries the name it looked up (messages are built from the source)."""
+
+    __slots__ = ()
+
+    def __init__(self, hint: str | None = None, obj: Any = missing, name: str | None = None,
+                 exc: Any = UndefinedError) -> None:
+        # every StrictUndefined dunder raises `self._undefined_exception(message)`: make that ours
+        def named(_message: str) -> UndefinedError:
+            return _NamedUndefinedError(name, obj is not missing)
+
+        super().__init__(hint, obj, name, named)  # type: ignore[arg-type]
+
+
+def _source_names(env: ReportSandbox, source: str) -> set[str]:
+    """Every name, attribute and constant key the template source itself spells: the only names an
+    error message may quote (a key computed from data could be a data value)."""
+    try:
+        tree = env.parse(source)
+    except TemplateSyntaxError:
+        return set()
+    names = {n.name for n in tree.find_all(nodes.Name)} | {n.attr for n in tree.find_all(nodes.Getattr)}
+    names |= {n.arg.value for n in tree.find_all(nodes.Getitem)
+              if isinstance(n.arg, nodes.Const) and isinstance(n.arg.value, str)}
+    return names
+
+
+def _template_line(exc: BaseException) -> int | None:
+    """The template line the error was raised at (Jinja rewrites the traceback to template lines)."""
+    line, tb = None, exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<template>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def undefined_message(exc: UndefinedError, source_names: set[str]) -> str:
+    """"template used an undefined name 'patient_nme' (line 12)": the name only when the template's
+    source spells it (so never a data value), the line when the traceback has one."""
+    line = _template_line(exc)
+    where = f" (line {line})" if line is not None else ""
+    if isinstance(exc, _NamedUndefinedError) and isinstance(exc.name, str) and exc.name in source_names:
+        what = "attribute or key" if exc.attribute else "name"
+        return f"template used an undefined {what} {exc.name!r}{where}"
+    return f"template used an undefined name or attribute{where}"
+
+
 def _environment() -> ReportSandbox:
     env = ReportSandbox(
         autoescape=True,
-        undefined=StrictUndefined,
+        undefined=_NamedUndefined,
         loader=DictLoader({}),  # templates come from the bundle only; include/import find nothing
         auto_reload=False,
         cache_size=0,
@@ -212,7 +269,8 @@ def render_html(source: str, data: Mapping[str, Any], *, max_chars: int = MAX_HT
     """Render `source` with `data` as its context.
 
     Raises TemplateError (syntax, undefined name, sandbox violation, missing include) with a message that
-    names the problem class and line but no data value; RenderResourceExceeded as soon as the HTML
+    names the problem class and line but no data value (an undefined name is quoted only when the
+    template source spells it); RenderResourceExceeded as soon as the HTML
     produced so far is over `max_chars` (counted while rendering, not after)."""
     env = _environment()
     try:
@@ -229,7 +287,7 @@ def render_html(source: str, data: Mapping[str, Any], *, max_chars: int = MAX_HT
     except TemplateSyntaxError as exc:
         raise TemplateError(f"template syntax error at line {exc.lineno}") from exc
     except UndefinedError as exc:
-        raise TemplateError("template used an undefined name or attribute") from exc
+        raise TemplateError(undefined_message(exc, _source_names(env, source))) from exc
     except JinjaTemplateError as exc:
         raise TemplateError(f"template error: {type(exc).__name__}") from None  # may quote an include name
     except (TypeError, ValueError, ArithmeticError, LookupError, RecursionError) as exc:
