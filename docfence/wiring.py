@@ -9,7 +9,6 @@ import signal
 import socket
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 
 from docfence.blobs.regions import RegionRouter
 from docfence.config import Settings
@@ -84,11 +83,9 @@ def run_worker(rt: Runtime, *, until_idle: bool = False, max_jobs: int | None = 
 def warn_if_data_readable_by_render(settings: Settings) -> None:
     """Render processes may read the system's code and library folders (sandbox/confine.py): say so
     loudly when the database, the blob folders or the data folder (password.key) lie inside one."""
-    places = [settings.data_folder()]
-    if settings.database_url.startswith("sqlite:///"):
-        places.append(Path(settings.database_url[len("sqlite:///"):]))
-    places += [Path(url[len("file:"):].removeprefix("//")) for url in settings.region_urls().values()
-               if url.startswith("file:")]
+    # the database file itself (a link may lead elsewhere than its folder); each place once
+    places = dict.fromkeys([settings.data_folder(), settings.sqlite_path(),
+                            *(folder for folder, _ in settings.local_folders())])
     for place in filter(None, places):
         if readable_by_render(place):
             log.warning("%s lies inside a folder render processes may read (docs/security.md): a document "

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-from pathlib import Path
 from typing import Any
 
 from docfence.config import Settings, load_settings
@@ -64,7 +63,7 @@ def check_startup(settings: Settings) -> None:
 def check_data_folders(settings: Settings) -> None:
     """Each local data folder exists (made when missing) and this process can write in it; else a
     ConfigError naming the folder's absolute path, the reason and the setting that names it."""
-    for folder, setting in local_folders(settings):
+    for folder, setting in settings.local_folders():
         try:
             folder.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryFile(dir=folder):  # writable by this process (not only by its mode)
@@ -73,16 +72,3 @@ def check_data_folders(settings: Settings) -> None:
             raise ConfigError(f"data folder {folder.absolute()} is not usable: {exc.strerror or exc} "
                               f"(make it writable by this process, or point {setting} at another folder)"
                               ) from None
-
-
-def local_folders(settings: Settings) -> list[tuple[Path, str]]:
-    """(folder, the setting naming it) of each local folder the service writes: the SQLite database's
-    and each file: storage region's."""
-    folders: list[tuple[Path, str]] = []
-    if settings.database_url.startswith("sqlite:///"):
-        folders.append((Path(settings.database_url[len("sqlite:///"):]).parent, "DOCFENCE_DATABASE_URL"))
-    for region, url in settings.region_urls().items():
-        if url.startswith("file:"):
-            setting = f"[regions] {region}" if settings.regions else "DOCFENCE_STORAGE_URL"
-            folders.append((Path(url[len("file:"):].removeprefix("//")), setting))
-    return folders

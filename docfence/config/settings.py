@@ -70,11 +70,30 @@ class Settings:
     def data_folder(self) -> Path | None:
         """The local folder beside the data (the SQLite file's, else a file:// store's parent) where
         generated secrets are kept; None when both database and storage are remote."""
+        database = self.sqlite_path()
+        if database is not None:
+            return database.parent
+        storage = _file_folder(self.storage_url)
+        return storage.parent if storage is not None else None
+
+    def sqlite_path(self) -> Path | None:
+        """The SQLite database file (sqlite:///relative.db, sqlite:////abs/path.db); None for PostgreSQL."""
         if self.database_url.startswith("sqlite:///"):
-            return Path(self.database_url[len("sqlite:///") :]).parent
-        if self.storage_url.startswith("file:"):
-            return Path(self.storage_url[len("file:") :].removeprefix("//")).parent
+            return Path(self.database_url[len("sqlite:///") :])
         return None
+
+    def local_folders(self) -> list[tuple[Path, str]]:
+        """(folder, the setting naming it) of each local folder the service writes: the SQLite
+        database's, then each file: storage region's."""
+        folders: list[tuple[Path, str]] = []
+        database = self.sqlite_path()
+        if database is not None:
+            folders.append((database.parent, "DOCFENCE_DATABASE_URL"))
+        for region, url in self.region_urls().items():
+            folder = _file_folder(url)
+            if folder is not None:
+                folders.append((folder, f"[regions] {region}" if self.regions else "DOCFENCE_STORAGE_URL"))
+        return folders
 
     def all_classes(self) -> dict[str, DocumentClass]:
         return self.classes or {"default": DocumentClass("default")}
@@ -112,3 +131,9 @@ class Settings:
         )
         return base.evolve(**overrides) if overrides else base
 
+
+def _file_folder(storage_url: str) -> Path | None:
+    """The folder of a file: storage URL (file:///abs/dir, file:relative/dir); None for s3:."""
+    if storage_url.startswith("file:"):
+        return Path(storage_url[len("file:") :].removeprefix("//"))
+    return None

@@ -32,8 +32,9 @@ def metrics_dir(settings: Settings) -> Path:
     the database, so two deployments on one host never mix their counters."""
     if settings.metrics_dir:
         return Path(settings.metrics_dir)
-    if settings.database_url.startswith("sqlite:///"):
-        return Path(settings.database_url[len("sqlite:///"):]).parent / "metrics"
+    database = settings.sqlite_path()
+    if database is not None:
+        return database.parent / "metrics"
     digest = hashlib.sha256(settings.database_url.encode()).hexdigest()[:12]
     return Path(tempfile.gettempdir()) / f"docfence-metrics-{digest}"
 
@@ -43,7 +44,7 @@ def prepare_folder(settings: Settings) -> Path:
     any local user can plant a folder or symlink first, must be this user's own real directory with
     no group or other permissions; ConfigError otherwise."""
     folder = metrics_dir(settings)
-    shared_tmp = not settings.metrics_dir and not settings.database_url.startswith("sqlite:///")
+    shared_tmp = not settings.metrics_dir and settings.sqlite_path() is None
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=not shared_tmp)
     except FileExistsError:

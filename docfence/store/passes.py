@@ -7,6 +7,7 @@ sessions that hold a due row's lock past every wait (the last step of an escalat
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -65,6 +66,25 @@ class HolderVerdict:
         return self.holder.application_name.startswith(OWN_SESSION_PREFIX)
 
 
+@dataclass(frozen=True)
+class _DueRows:
+    """The queries of one pass over due rows, named after the pass (its event): lock a batch of them
+    (SKIP LOCKED), read back those skipped for a lock (in `order_key` order), lock one of them waiting."""
+
+    name: str  # the pass, as terminate_due_holders' :due names it
+    select: str
+    skipped: str
+    lock: str
+    order_key: str
+
+
+_LEASE_EXPIRED = _DueRows(Event.LEASE_EXPIRED.value, "select_expired_leases", "skipped_expired_leases",
+                          "lock_expired_lease", "lease_expires_at")
+_DEADLINE_REACHED = _DueRows(Event.DEADLINE_REACHED.value, "select_past_deadline", "skipped_past_deadline",
+                             "lock_past_deadline", "deadline_at")
+_Move = Callable[[Tx, Row], Job | None]  # one locked candidate's transition; None when no longer due
+
+
 class ReconcilePasses(SqlBase):
     """Rows LEASE_EXPIRED / LEASE_EXPIRED_EXHAUSTED and DEADLINE_REACHED, applied by the reconciler."""
 
@@ -75,12 +95,7 @@ class ReconcilePasses(SqlBase):
 
     def requeue_expired_pass(self, *, batch: int = 100) -> PassResult:
         """`requeue_expired`, also answering the expired rows it skipped because they were locked."""
-        with self._tx() as tx:
-            cands = tx.all("select_expired_leases", limit=batch, now=self._now_param())
-            moved = [job for cand in cands if (job := self._rescue_lease(tx, cand)) is not None]
-            skipped, now = self._skipped(tx, "skipped_expired_leases", cands, "lease_expires_at", batch)
-            _announce(tx, moved)
-        return PassResult(moved, skipped, now)
+        return self._due_pass(_LEASE_EXPIRED, self._rescue_lease, batch)
 
     def cancel_past_deadline(self, *, batch: int = 100) -> list[Job]:
         """Row DEADLINE_REACHED (from queued or rendering) for jobs past their deadline, in one
@@ -89,35 +104,20 @@ class ReconcilePasses(SqlBase):
 
     def cancel_past_deadline_pass(self, *, batch: int = 100) -> PassResult:
         """`cancel_past_deadline`, also answering the rows past their deadline it skipped for a lock."""
-        with self._tx() as tx:
-            cands = tx.all("select_past_deadline", limit=batch, now=self._now_param())
-            done = [job for cand in cands if (job := self._cancel_for_deadline(tx, cand)) is not None]
-            skipped, now = self._skipped(tx, "skipped_past_deadline", cands, "deadline_at", batch)
-            _announce(tx, done)
-        return PassResult(done, skipped, now)
+        return self._due_pass(_DEADLINE_REACHED, self._cancel_for_deadline, batch)
 
     def escalate_expired_lease(self, job_id: str, attempt: int, *, lock_timeout_s: float) -> Job | None:
         """Requeue (or fail) one expired lease a pass kept skipping, WAITING up to `lock_timeout_s` for
         its row lock instead of skipping it. None when the row is no longer that expired attempt (its
         holder committed a heartbeat or an outcome): never a valid lease. Raises StoreUnavailable when
         the lock is still held after the wait (nothing written; a later pass tries again)."""
-        with self._tx() as tx:
-            tx.one("set_lock_timeout", lock_timeout=f"{max(1, round(lock_timeout_s * 1000))}ms")
-            cand = tx.one("lock_expired_lease", id=job_id, attempt=attempt, now=self._now_param())
-            job = self._rescue_lease(tx, cand) if cand is not None else None
-            _announce(tx, [job] if job else [])
-        return job
+        return self._escalate(_LEASE_EXPIRED, self._rescue_lease, job_id, attempt, lock_timeout_s)
 
     def escalate_past_deadline(self, job_id: str, attempt: int, *, lock_timeout_s: float) -> Job | None:
         """Cancel one job past its deadline that a pass kept skipping, waiting up to `lock_timeout_s`
         for its row lock. None when it is no longer that attempt past its deadline; StoreUnavailable
         when the lock is still held after the wait."""
-        with self._tx() as tx:
-            tx.one("set_lock_timeout", lock_timeout=f"{max(1, round(lock_timeout_s * 1000))}ms")
-            cand = tx.one("lock_past_deadline", id=job_id, attempt=attempt, now=self._now_param())
-            job = self._cancel_for_deadline(tx, cand) if cand is not None else None
-            _announce(tx, [job] if job else [])
-        return job
+        return self._escalate(_DEADLINE_REACHED, self._cancel_for_deadline, job_id, attempt, lock_timeout_s)
 
     def row_lock_holders(self, job_id: str) -> list[RowLockHolder]:
         """The sessions holding job `job_id`'s row lock right now (none on SQLite)."""
@@ -132,17 +132,40 @@ class ReconcilePasses(SqlBase):
         up to `wait_s` for each to exit, rolls their transactions back and frees the row. Another
         client's session is answered, not ended. No rows on SQLite. Raises StoreError when the server
         refuses (a session of another role: permission denied)."""
-        return self._terminate_holders("terminate_expired_lease_holders", job_id, attempt, wait_s)
+        return self._terminate_due_holders(_LEASE_EXPIRED, job_id, attempt, wait_s)
 
     def terminate_past_deadline_holders(self, job_id: str, attempt: int, *,
                                         wait_s: float) -> list[HolderVerdict]:
         """As `terminate_expired_lease_holders`, for a job still `attempt` and past its deadline."""
-        return self._terminate_holders("terminate_past_deadline_holders", job_id, attempt, wait_s)
+        return self._terminate_due_holders(_DEADLINE_REACHED, job_id, attempt, wait_s)
 
-    def _terminate_holders(self, query: str, job_id: str, attempt: int, wait_s: float) -> list[HolderVerdict]:
+    # -- one pass, either kind -----------------------------------------------------------------------
+    def _due_pass(self, due: _DueRows, move: _Move, batch: int) -> PassResult:
+        """Lock a bounded batch of `due`'s rows (SKIP LOCKED), `move` each, and read back the due rows
+        skipped for a lock; wake workers and waiters once it commits."""
         with self._tx() as tx:
-            rows = tx.all(query, id=job_id, attempt=attempt, now=self._now_param(),
-                          own_prefix=OWN_SESSION_PREFIX, wait_ms=max(1, round(wait_s * 1000)))
+            cands = tx.all(due.select, limit=batch, now=self._now_param())
+            moved = [job for cand in cands if (job := move(tx, cand)) is not None]
+            skipped, now = self._skipped(tx, due.skipped, cands, due.order_key, batch)
+            _announce(tx, moved)
+        return PassResult(moved, skipped, now)
+
+    def _escalate(self, due: _DueRows, move: _Move, job_id: str, attempt: int,
+                  lock_timeout_s: float) -> Job | None:
+        """Lock one of `due`'s rows, waiting up to `lock_timeout_s`, and `move` it if still due."""
+        with self._tx() as tx:
+            tx.one("set_lock_timeout", lock_timeout=f"{max(1, round(lock_timeout_s * 1000))}ms")
+            cand = tx.one(due.lock, id=job_id, attempt=attempt, now=self._now_param())
+            job = move(tx, cand) if cand is not None else None
+            _announce(tx, [job] if job else [])
+        return job
+
+    def _terminate_due_holders(self, due: _DueRows, job_id: str, attempt: int,
+                               wait_s: float) -> list[HolderVerdict]:
+        with self._tx() as tx:
+            rows = tx.all("terminate_due_holders", id=job_id, attempt=attempt, due=due.name,
+                          now=self._now_param(), own_prefix=OWN_SESSION_PREFIX,
+                          wait_ms=max(1, round(wait_s * 1000)))
         return [HolderVerdict(_holder(r), bool(r["terminated"])) for r in rows]
 
     # -- one row each --------------------------------------------------------------------------------

@@ -3,8 +3,9 @@
 
 One connection per thread (autocommit, explicit transaction blocks), each under the session limits
 of store/pg_session.py (idle in transaction, lock and statement timeouts, keepalives), named by the
-caller's application_name. A dropped connection is discarded and reported as StoreUnavailable, and the
-next call reconnects. A transaction PostgreSQL rolled back for a deadlock or a serialization failure is
+caller's application_name, and closed when its thread ends or the store is closed
+(store/pg_connections.py). A dropped connection is discarded and reported as StoreUnavailable, and
+the next call reconnects. A transaction PostgreSQL rolled back for a deadlock or a serialization failure is
 StoreConflict (retryable; the connection stays). A lock wait or a statement past its timeout, or a
 full disk, is StoreUnavailable (retryable; the connection stays). `_translate` holds the whole table.
 """
@@ -12,7 +13,6 @@ full disk, is StoreUnavailable (retryable; the connection stays). `_translate` h
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -23,6 +23,7 @@ from psycopg.types.string import TextLoader
 
 from docfence.core.clock import Clock
 from docfence.core.errors import StoreConflict, StoreError, StoreUnavailable
+from docfence.store.pg_connections import ThreadConnections
 from docfence.store.pg_session import DEFAULT_APPLICATION_NAME, SessionLimits
 from docfence.store.queries import load_queries, migrations
 from docfence.store.sqlstore import Row, SqlStore
@@ -113,7 +114,7 @@ class PostgresStore(SqlStore):
         self.application_name = application_name
         self.limits = limits or SessionLimits()
         self.queries = load_queries("postgres")
-        self._local = threading.local()
+        self._connections = ThreadConnections(self._connect)
 
     def _connect(self) -> psycopg.Connection[Row]:
         try:
@@ -128,11 +129,7 @@ class PostgresStore(SqlStore):
         return conn
 
     def _conn(self) -> psycopg.Connection[Row]:
-        conn: psycopg.Connection[Row] | None = getattr(self._local, "conn", None)
-        if conn is None or conn.closed:
-            conn = self._connect()
-            self._local.conn = conn
-        return conn
+        return self._connections.get()
 
     @contextmanager
     def _tx(self, *, write: bool = True) -> Iterator[_PgTx]:
@@ -151,7 +148,7 @@ class PostgresStore(SqlStore):
 
     def drop_connection(self) -> None:
         """Close this thread's connection abruptly, as a network drop would (fault tests)."""
-        conn = getattr(self._local, "conn", None)
+        conn = self._connections.current()
         if conn is not None:
             conn.pgconn.finish()
 
@@ -159,12 +156,7 @@ class PostgresStore(SqlStore):
         self._drop()
 
     def _drop(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            try:
-                conn.close()
-            finally:
-                self._local.conn = None
+        self._connections.close_current()
 
     def migrate(self) -> list[str]:
         """Apply pending migrations in order under an advisory lock (safe with concurrent starters)."""
@@ -196,6 +188,6 @@ class PostgresStore(SqlStore):
         return PgListener(self.url, application_name=f"{self.application_name}-wakeups", limits=self.limits)
 
     def close(self) -> None:
-        """Close this thread's connection and release this store's share of the wake-up listener."""
-        self._drop()
+        """Close every thread's connection and release this store's share of the wake-up listener."""
+        self._connections.close_all()
         self._release_wakeups()

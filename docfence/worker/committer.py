@@ -22,7 +22,7 @@ from docfence.core.records import ArtifactInfo, Claim, Completion, Job
 from docfence.faults import fault_point
 from docfence.observability import metrics
 from docfence.store.base import JobStore
-from docfence.worker.leases import Lease, close_thread_connection
+from docfence.worker.leases import Lease, store_thread
 
 log = logging.getLogger("docfence.worker")
 
@@ -51,7 +51,7 @@ class Committer:
         self._waiting: list[StagedResult] = []
         self._cond = threading.Condition()
         self._closing = False
-        self._thread = threading.Thread(target=self._loop, name="committer", daemon=True)
+        self._thread = store_thread(store, self._commit_until_closed, "committer")
 
     def start(self) -> None:
         self._thread.start()
@@ -67,12 +67,6 @@ class Committer:
             self._cond.notify()
         if self._thread.is_alive():
             self._thread.join()
-
-    def _loop(self) -> None:
-        try:
-            self._commit_until_closed()
-        finally:
-            close_thread_connection(self.store)
 
     def _commit_until_closed(self) -> None:
         while True:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from docfence.core.clock import monotonic
@@ -46,6 +46,18 @@ def close_thread_connection(store: object) -> None:
             close()
 
 
+def store_thread(store: object, run: Callable[[], None], name: str) -> threading.Thread:
+    """A daemon thread running `run` that closes its own connection of `store` when `run` returns or
+    raises, instead of leaving it open until the store is closed."""
+    def target() -> None:
+        try:
+            run()
+        finally:
+            close_thread_connection(store)
+
+    return threading.Thread(target=target, name=name, daemon=True)
+
+
 class LeaseKeeper:
     """`hold` a lease while its attempt works, `drop` it once settled. Every `interval_s` the keeper
     thread checks every lease's age (the watchdog) and starts a heartbeat unless one is in flight."""
@@ -60,7 +72,7 @@ class LeaseKeeper:
         self._request: tuple[list[Lease], float] | None = None
         self._in_flight_since: float | None = None  # monotonic start of the heartbeat not yet returned
         self._abandoned = False  # the one in flight was given up for (counted once)
-        self._helper = threading.Thread(target=self._heartbeats, name="heartbeat", daemon=True)
+        self._helper = store_thread(store, self._beat_until_stopped, "heartbeat")
 
     def start(self) -> None:
         self._thread.start()
@@ -118,14 +130,8 @@ class LeaseKeeper:
             self._request = (leases, monotonic())
             self._beat.notify_all()
 
-    def _heartbeats(self) -> None:
-        """The helper thread: one heartbeat at a time, its answer applied when (if ever) it comes."""
-        try:
-            self._beat_until_stopped()
-        finally:
-            close_thread_connection(self.store)
-
     def _beat_until_stopped(self) -> None:
+        """The helper thread: one heartbeat at a time, its answer applied when (if ever) it comes."""
         while True:
             with self._lock:
                 while self._request is None and not self._stop.is_set():

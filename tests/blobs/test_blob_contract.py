@@ -23,6 +23,7 @@ from docfence.blobs.s3 import MIN_PART_SIZE, S3BlobStore
 from docfence.core.clock import FakeClock
 from docfence.core.errors import BlobError, BlobIntegrityError, BlobNotFound, ConfigError, RegionNotApproved
 from docfence.testing.blob_contract import ALL_BYTES, BlobHarness, BlobStoreContract, run_moto_server
+from docfence.testing.s3_env import use_dummy_aws
 
 REGION = "eu-central-1"
 BUCKET = "docfence-test"
@@ -35,13 +36,7 @@ BUCKET = "docfence-test"
 def moto_endpoint() -> Iterator[str]:
     """A real moto server; dummy credentials are set for the session and the host's AWS config is hidden."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("AWS_ACCESS_KEY_ID", "testing")
-        mp.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-        for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
-            mp.delenv(name, raising=False)
-        mp.setenv("AWS_CONFIG_FILE", os.devnull)
-        mp.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
-        mp.setenv("AWS_EC2_METADATA_DISABLED", "true")
+        use_dummy_aws(mp)
         with run_moto_server() as endpoint:
             _raw_client(endpoint).create_bucket(
                 Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION}

@@ -29,6 +29,7 @@ from docfence.blobs.s3 import MIN_PART_SIZE, S3BlobStore, S3Timeouts
 from docfence.blobs.sealed import PasswordSeal, password_key
 from docfence.config import WorkerConfig
 from docfence.core.errors import BlobError, BlobNotFound, ConfigError, StorageFull
+from docfence.testing.s3_env import use_dummy_aws
 
 BUCKET = "docfence-test"
 REGION = "eu-central-1"
@@ -243,13 +244,7 @@ def test_the_translation_keeps_the_cause_and_no_path() -> None:
 @pytest.fixture(autouse=True)
 def _dummy_aws(monkeypatch: pytest.MonkeyPatch) -> None:
     """Dummy credentials; the host's AWS configuration is hidden."""
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    use_dummy_aws(monkeypatch)
 
 
 def _client(endpoint: str) -> Any:

@@ -25,7 +25,6 @@ from docfence.observability import metrics
 from docfence.store.postgres import PostgresStore
 from docfence.testing.barriers import HANG_GUARD_S
 from docfence.testing.procs import wait_for
-from docfence.testing.stores import postgres_store, reset
 
 LOCK = "SELECT id FROM jobs WHERE id = %s FOR UPDATE"
 
@@ -37,16 +36,6 @@ def _submit(store: Any, **policy: Any) -> str:
 def _counted(pass_name: str) -> tuple[float, float]:
     return (metrics.SKIPPED_LOCKED.labels(pass_name)._value.get(),
             metrics.SKIPPED_LOCKED_ESCALATED.labels(pass_name)._value.get())
-
-
-@pytest.fixture
-def pg(pg_url: str, clock: FakeClock) -> Iterator[PostgresStore]:
-    store = postgres_store(pg_url, clock)
-    reset(store)
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 @pytest.fixture

@@ -21,13 +21,12 @@ from docfence.core.records import ArtifactInfo, NewJob
 from docfence.core.states import JobState
 from docfence.maintenance.batch import BatchConfig
 from docfence.maintenance.deadlines import DeadlineCanceller
-from docfence.maintenance.lease_rescue import LeaseRescuer
+from docfence.maintenance.lease_rescue import LeaseRescuer, LeaseRescueResult
 from docfence.maintenance.skipped import SkipBound, SkippedRows
 from docfence.store.passes import PassResult, SkippedRow
 from docfence.store.postgres import PostgresStore
 from docfence.testing.barriers import HANG_GUARD_S
 from docfence.testing.procs import wait_for
-from docfence.testing.stores import postgres_store, reset
 
 LOCK = "SELECT id FROM jobs WHERE id = %s FOR UPDATE"
 QUICK = SkipBound(passes=1, lock_timeout_s=0.05, terminate_wait_s=HANG_GUARD_S)
@@ -35,16 +34,6 @@ QUICK = SkipBound(passes=1, lock_timeout_s=0.05, terminate_wait_s=HANG_GUARD_S)
 
 def _submit(store: Any, **policy: Any) -> str:
     return str(store.submit(NewJob(tenant="t1", policy=JobPolicy(**policy)))[0].id)
-
-
-@pytest.fixture
-def pg(pg_url: str, clock: FakeClock) -> Iterator[PostgresStore]:
-    store = postgres_store(pg_url, clock)
-    reset(store)
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 class ActiveHolder:
@@ -96,16 +85,21 @@ def _expired(pg: PostgresStore, clock: FakeClock) -> str:
     return job
 
 
+def _rescue_held_lease(pg: PostgresStore, clock: FakeClock, holder: ActiveHolder,
+                       caplog: pytest.LogCaptureFixture) -> tuple[str, ActiveHolder, LeaseRescueResult]:
+    """An expired lease whose row `holder` locks, and one lease-rescue pass over it (warnings captured)."""
+    job = _expired(pg, clock)
+    holder.lock(pg, job)
+    with caplog.at_level(logging.WARNING, "docfence.reconciler"):
+        result = LeaseRescuer(pg, BatchConfig(), QUICK).run_once()
+    return job, holder, result
+
+
 @pytest.mark.postgres
 def test_a_docfence_session_holding_an_expired_lease_active_in_its_transaction_is_terminated(
     pg: PostgresStore, clock: FakeClock, holders: Any, caplog: pytest.LogCaptureFixture,
 ) -> None:
-    job = _expired(pg, clock)
-    holder = holders("docfence-worker-test")
-    holder.lock(pg, job)
-    rescue = LeaseRescuer(pg, BatchConfig(), QUICK)
-    with caplog.at_level(logging.WARNING, "docfence.reconciler"):
-        result = rescue.run_once()
+    job, holder, result = _rescue_held_lease(pg, clock, holders("docfence-worker-test"), caplog)
     assert result.requeued == [job] and result.escalated == [job] and result.terminated == [job]
     assert pg.get(job).state is JobState.QUEUED and pg.get(job).attempt == 1
     assert not holder.alive(pg)
@@ -125,12 +119,7 @@ def test_a_docfence_session_holding_an_expired_lease_active_in_its_transaction_i
 def test_another_clients_session_is_reported_and_never_terminated(
     pg: PostgresStore, clock: FakeClock, holders: Any, caplog: pytest.LogCaptureFixture,
 ) -> None:
-    job = _expired(pg, clock)
-    holder = holders("other-client")
-    holder.lock(pg, job)
-    rescue = LeaseRescuer(pg, BatchConfig(), QUICK)
-    with caplog.at_level(logging.WARNING, "docfence.reconciler"):
-        result = rescue.run_once()
+    job, holder, result = _rescue_held_lease(pg, clock, holders("other-client"), caplog)
     assert result.skipped_locked == [job] and result.escalated == [] and result.terminated == []
     assert holder.alive(pg) and pg.get(job).state is JobState.RENDERING
     (line,) = [r for r in caplog.records if "not a docfence session" in r.getMessage()]

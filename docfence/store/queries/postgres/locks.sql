@@ -23,10 +23,12 @@ SELECT a.pid, a.application_name, a.state,
 -- statement class known to run long (benchmark back-fills), instead of the session's default.
 SELECT set_config('statement_timeout', :statement_timeout::text, true) AS statement_timeout;
 
--- name: terminate_expired_lease_holders
--- Escalation past waiting: the sessions holding job :id's row lock while it is still :attempt with an
--- expired lease (store clock), as row_lock_holders finds them. Those whose application_name starts with
--- :own_prefix (docfence's own: their work is fenced out by the expired lease) are ended with
+-- name: terminate_due_holders
+-- Escalation past waiting: the sessions holding job :id's row lock while it is still :attempt and due
+-- for the pass :due (store clock), as row_lock_holders finds them. 'lease_expired': still rendering with
+-- an expired lease; 'deadline_reached': not terminal and past its deadline, whatever its lease (the
+-- deadline ends the attempt anyway); any other :due matches nothing. Those whose application_name
+-- starts with :own_prefix (docfence's own: their work is fenced out already) are ended with
 -- pg_terminate_backend, which waits up to :wait_ms for the backend to exit (its transaction rolls back,
 -- its locks go); any other client's session is only answered (terminated false), never ended.
 SELECT a.pid, a.application_name, a.state,
@@ -36,22 +38,13 @@ SELECT a.pid, a.application_name, a.state,
             THEN pg_terminate_backend(a.pid, :wait_ms::bigint) ELSE false END AS terminated
   FROM jobs AS j
   JOIN pg_stat_activity AS a ON a.backend_xid = j.xmax
- WHERE j.id = :id AND j.attempt = :attempt AND j.state = 'rendering'
-   AND j.lease_expires_at <= coalesce(:now::timestamptz, now())
-   AND a.pid <> pg_backend_pid()
- ORDER BY a.pid;
-
--- name: terminate_past_deadline_holders
--- As terminate_expired_lease_holders, for a job still :attempt, not terminal and past its deadline
--- (whatever its lease: the deadline ends the attempt anyway).
-SELECT a.pid, a.application_name, a.state,
-       extract(epoch FROM clock_timestamp() - a.state_change)::float8 AS state_s,
-       extract(epoch FROM clock_timestamp() - a.xact_start)::float8 AS xact_s,
-       CASE WHEN starts_with(coalesce(a.application_name, ''), :own_prefix::text)
-            THEN pg_terminate_backend(a.pid, :wait_ms::bigint) ELSE false END AS terminated
-  FROM jobs AS j
-  JOIN pg_stat_activity AS a ON a.backend_xid = j.xmax
- WHERE j.id = :id AND j.attempt = :attempt AND j.state IN ('queued', 'rendering')
-   AND j.deadline_at <= coalesce(:now::timestamptz, now())
+ WHERE j.id = :id AND j.attempt = :attempt
+   AND CASE :due::text
+         WHEN 'lease_expired' THEN j.state = 'rendering'
+                                   AND j.lease_expires_at <= coalesce(:now::timestamptz, now())
+         WHEN 'deadline_reached' THEN j.state IN ('queued', 'rendering')
+                                      AND j.deadline_at <= coalesce(:now::timestamptz, now())
+         ELSE false
+       END
    AND a.pid <> pg_backend_pid()
  ORDER BY a.pid;

@@ -16,14 +16,9 @@ SELECT NULL AS pid, NULL AS application_name, NULL AS state, NULL AS state_s, NU
 -- No statement timeout in SQLite (reads back the requested value and changes nothing).
 SELECT :statement_timeout AS statement_timeout;
 
--- name: terminate_expired_lease_holders
+-- name: terminate_due_holders
 -- No sessions to end in SQLite (a writer waits at most its busy timeout): no rows.
 SELECT NULL AS pid, NULL AS application_name, NULL AS state, NULL AS state_s, NULL AS xact_s,
        NULL AS terminated
- WHERE :id IS NULL AND :attempt IS NULL AND :now IS NULL AND :own_prefix IS NULL AND :wait_ms IS NULL AND 0;
-
--- name: terminate_past_deadline_holders
--- No sessions to end in SQLite: no rows.
-SELECT NULL AS pid, NULL AS application_name, NULL AS state, NULL AS state_s, NULL AS xact_s,
-       NULL AS terminated
- WHERE :id IS NULL AND :attempt IS NULL AND :now IS NULL AND :own_prefix IS NULL AND :wait_ms IS NULL AND 0;
+ WHERE :id IS NULL AND :attempt IS NULL AND :due IS NULL AND :now IS NULL AND :own_prefix IS NULL
+   AND :wait_ms IS NULL AND 0;
