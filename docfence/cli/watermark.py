@@ -20,6 +20,7 @@ from docfence.core.errors import ConfigError
 from docfence.core.fields import CALLER_FIELDS
 from docfence.core.marks import MarkRules, blank_marks, image_uri, resolve_fields
 from docfence.core.policy import MAX_MARKS, POSITIONS, JobPolicy, Mode, WatermarkSpec
+from docfence.engines.checks import explain
 from docfence.sandbox import Sandbox, Task
 
 
@@ -148,11 +149,20 @@ def process_one(sandbox: Sandbox, path: Path, out_dir: Path, name: str, policy: 
         answer = sandbox.run(Task("watermark", path, tmp, policy, password=password, fsync=True))
         entry["seconds"] = round(monotonic() - started, 3)
         if not answer.ok:
-            return {**entry, "ok": False, "code": answer.error_code, "message": answer.error_message}
+            return {**entry, "ok": False, "code": answer.error_code, "message": answer.error_message,
+                    **_failed_checks(answer.validation)}
         final = _publish(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
     return {**entry, "ok": True, "output": str(final), "pages": answer.pages}
+
+
+def _failed_checks(report: dict[str, Any] | None) -> dict[str, Any]:
+    """A refused file's failed checks with what each found ({"checks": [{"name", "details"}]}); the
+    details name pages, PDF names, numbers and reader messages, never the document's text."""
+    if not report:
+        return {}
+    return {"checks": [{"name": name, "details": details} for name, details in explain(report)]}
 
 
 def _read_password(path: Path | None) -> str | None:
@@ -182,6 +192,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"{total - len(failed)} succeeded, {len(failed)} failed", file=sys.stderr)
     for entry in failed:
         print(f"  {entry['input']}: {entry['code']}: {entry['message']}", file=sys.stderr)
+        for found in entry.get("checks", []):  # what the message (which names the first) leaves out
+            for detail in found["details"]:
+                if detail not in (entry["message"] or ""):
+                    print(f"    {found['name']}: {detail}", file=sys.stderr)
     if args.json:
         print(
             json.dumps({"succeeded": total - len(failed), "failed": len(failed), "files": results}, indent=2)

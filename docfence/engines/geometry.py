@@ -1,5 +1,5 @@
-"""Page geometry as the reader sees it: inherited boxes and /Rotate, the visible (crop) box, and the
-matrix from upright display coordinates to PDF user space."""
+"""Page geometry as the reader sees it: inherited boxes and /Rotate, the visible (crop) box, the matrix
+from upright display coordinates to PDF user space, and what differs between two pages' geometry."""
 
 from __future__ import annotations
 
@@ -33,6 +33,15 @@ class PageGeometry:
     def media_area(self) -> float:
         return (self.media[2] - self.media[0]) * (self.media[3] - self.media[1])
 
+    def changes_to(self, other: PageGeometry) -> list[str]:
+        """What differs from `other`, as a report says it: "MediaBox [0 0 612 792] → [0 0 595 842]"."""
+        found = [f"{name} {_box(mine)} → {_box(theirs)}"
+                 for name, mine, theirs in (("MediaBox", self.media, other.media),
+                                            ("CropBox", self.crop, other.crop)) if mine != theirs]
+        if self.rotate != other.rotate:
+            found.append(f"Rotate {self.rotate} → {other.rotate}")
+        return found
+
     def display_to_user(self) -> Matrix:
         """Matrix from upright display coordinates (origin: bottom-left of the visible box) to user space."""
         x0, y0, x1, y1 = self.crop
@@ -44,6 +53,10 @@ class PageGeometry:
         if self.rotate == 270:
             return (0.0, -1.0, 1.0, 0.0, x0, y0 + h)
         return (1.0, 0.0, 0.0, 1.0, x0, y0)
+
+
+def _box(box: Box) -> str:
+    return "[" + " ".join(f"{v:g}" for v in box) + "]"
 
 
 def inherited(page: pikepdf.Dictionary, key: str) -> pikepdf.Object | None:

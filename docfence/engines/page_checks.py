@@ -2,7 +2,8 @@
 (so a long document can be split across processes): page attributes and boxes kept, the original content
 streams kept byte-for-byte inside q/Q, resources unchanged except the fresh-named marks, each mark the
 expected Artifact Form XObject (with its page's text, e.g. "7/20") on exactly its pages, and which pages
-only pixels can prove."""
+only pixels can prove. A failure says what differed beside what broke (its detail: "/Annots 12 → 11",
+"MediaBox [0 0 612 792] → [0 0 595 842]"), found by a second look only on the failure path."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import pikepdf
 
 from docfence.engines import page_facts as facts
-from docfence.engines.content_proof import PageIndex, Same, stream_list
+from docfence.engines.content_proof import PageIndex, Same, difference, stream_list
 from docfence.engines.geometry import PageGeometry, inherited
 from docfence.engines.mark_proof import (
     NAME_PREFIX,
@@ -57,11 +58,14 @@ class RangeFindings:
     first: int
     stop: int
     failures: dict[str, list[str]] = field(default_factory=dict)
+    details: dict[str, list[str]] = field(default_factory=dict)  # what differed, one per failure
     needs_pixels: dict[int, str] = field(default_factory=dict)  # 0-based page -> why pixels must prove it
     links: int = 0
 
-    def fail(self, check: str, page: int, message: str) -> None:
+    def fail(self, check: str, page: int, message: str, detail: str | None = None) -> None:
+        """File `message` under `check`, and `detail` (what differed; default: the message)."""
         self.failures.setdefault(check, []).append(f"page {page + 1}: {message}")
+        self.details.setdefault(check, []).append(f"page {page + 1}: {detail or message}")
 
 
 class _Prover:
@@ -73,8 +77,11 @@ class _Prover:
 
     def page(self, i: int, found: RangeFindings) -> None:
         a, b = self.pair.src_pages[i], self.pair.out_pages[i]
-        if self.pair.src_geos[i] != self.pair.out_geos[i] or not self._attributes(i, a, b, found):
-            found.fail(GEOMETRY, i, "page boxes or rotation changed")
+        boxes = self._attributes(i, a, b, found)
+        geo_a, geo_b = self.pair.src_geos[i], self.pair.out_geos[i]
+        if geo_a != geo_b or boxes:
+            what = "; ".join(geo_a.changes_to(geo_b) or boxes)
+            found.fail(GEOMETRY, i, "page boxes or rotation changed", what)
         found.links += len(a.get("/Annots") or []) if isinstance(a.get("/Annots"), pikepdf.Array) else 0
         src_streams, out_streams = stream_list(a.get("/Contents")), stream_list(b.get("/Contents"))
         if src_streams is None or out_streams is None:
@@ -92,25 +99,38 @@ class _Prover:
             if len(src_streams) != len(out_streams) or not all(
                 self.same(x, y) for x, y in zip(src_streams, out_streams, strict=False)
             ):
-                found.fail(CONTENT, i, "content streams changed")
-                found.fail(TEXT, i, "content streams changed")
+                detail = self._streams_differ(src_streams, out_streams)
+                found.fail(CONTENT, i, "content streams changed", detail)
+                found.fail(TEXT, i, "content streams changed", detail)
             self._resources(i, a, b, None, found)
 
-    def _attributes(self, i: int, a: pikepdf.Dictionary, b: pikepdf.Dictionary, found: RangeFindings) -> bool:
+    def _attributes(
+        self, i: int, a: pikepdf.Dictionary, b: pikepdf.Dictionary, found: RangeFindings
+    ) -> list[str]:
         """Every page key besides content, resources and the tree link: same value (links by page number).
-        Returns False when a box or /Rotate on the page itself differs (inherited ones: see the geometry)."""
+        Returns how each box or /Rotate on the page itself differs (inherited ones: see the geometry)."""
         keys_a, keys_b = set(a.keys()) - _OWN_KEYS, set(b.keys()) - _OWN_KEYS
-        boxes_same = True
+        boxes: list[str] = []
         for key in sorted(keys_a | keys_b):
             if key in keys_a and key in keys_b and self.same(a[key], b[key]):
                 continue
+            what = difference(self.same, a.get(key), b.get(key), key)
             if key == "/Annots":
-                found.fail(ANNOTS, i, "annotations or links changed")
+                found.fail(ANNOTS, i, "annotations or links changed", what)
             elif key in _BOX_KEYS:
-                boxes_same = False
+                boxes.append(what)
             else:
-                found.fail(PAGE_DICT, i, f"page entry {key} changed")
-        return boxes_same
+                found.fail(PAGE_DICT, i, f"page entry {key} changed", what)
+        return boxes
+
+    def _streams_differ(self, src: list[pikepdf.Stream], out: list[pikepdf.Stream], offset: int = 0) -> str:
+        """The first of the page's own streams that differs, or how many there are (failure path)."""
+        if len(out) != len(src):
+            return f"/Contents {len(src)} → {len(out)} streams"
+        for k, (x, y) in enumerate(zip(src, out, strict=True)):
+            if not self.same(x, y):
+                return difference(self.same, x, y, f"/Contents[{k + offset}]")
+        return "content streams changed"
 
     def _marked_content(
         self, i: int, drawn: tuple[PageMark, ...], src: list[pikepdf.Stream], out: list[pikepdf.Stream],
@@ -119,14 +139,18 @@ class _Prover:
         """[first wrapper, *the page's own streams, last wrapper]; each mark's name when all are drawn
         right (every mark of the page, in order, on its layer, and nothing else)."""
         if len(out) != len(src) + 2:
-            found.fail(MARK, i, "watermark missing or content layout changed (structure)")
+            found.fail(MARK, i, "watermark missing or content layout changed (structure)",
+                       f"/Contents {len(out)} stream(s), {len(src) + 2} expected ({len(src)} of the "
+                       "page's own between the mark's two)")
             if not self._contains_run(src, out):
-                found.fail(CONTENT, i, "content streams changed")
-                found.fail(TEXT, i, "content streams changed")
+                moved = f"/Contents {len(src)} → {len(out)} streams"
+                found.fail(CONTENT, i, "content streams changed", moved)
+                found.fail(TEXT, i, "content streams changed", moved)
             return None
         if not all(self.same(x, y) for x, y in zip(src, out[1:-1], strict=True)):
-            found.fail(CONTENT, i, "original content streams changed")
-            found.fail(TEXT, i, "original content streams changed")
+            detail = self._streams_differ(src, out[1:-1], offset=1)
+            found.fail(CONTENT, i, "original content streams changed", detail)
+            found.fail(TEXT, i, "original content streams changed", detail)
         first, last = out[0].read_bytes(), out[-1].read_bytes()
         names = mark_names(first, last)
         missing = [m.index + 1 for m in drawn if m.index not in names]
@@ -159,10 +183,11 @@ class _Prover:
             if key == "/XObject" and marked:
                 self._xobjects(i, ra.get("/XObject"), rb.get("/XObject"), names, drawn, found)
             elif not (key in ra and key in rb and self.same(ra[key], rb[key])):
-                found.fail(RESOURCES, i, f"resource {key} changed")
-                found.fail(TEXT, i, f"resource {key} changed")
+                what = difference(self.same, ra.get(key), rb.get(key), f"resource {key}")
+                found.fail(RESOURCES, i, f"resource {key} changed", what)
+                found.fail(TEXT, i, f"resource {key} changed", what)
                 if key == "/Font":
-                    found.fail(FONTS, i, "fonts changed")
+                    found.fail(FONTS, i, "fonts changed", what)
 
     def _xobjects(self, i: int, xa: Any, xb: Any, names: dict[int, str] | None,
                   drawn: tuple[PageMark, ...], found: RangeFindings) -> None:
@@ -174,8 +199,9 @@ class _Prover:
         allowed = set(names.values()) if names else {k for k in added if k.startswith(NAME_PREFIX)}
         kept = all(k in xb and self.same(xa[k], xb[k]) for k in xa)
         if not added <= allowed or not kept:
-            found.fail(RESOURCES, i, "resource /XObject changed")
-            found.fail(TEXT, i, "resource /XObject changed")
+            what = self._xobjects_differ(xa, xb, added - allowed)
+            found.fail(RESOURCES, i, "resource /XObject changed", what)
+            found.fail(TEXT, i, "resource /XObject changed", what)
         for mark in drawn if names else ():
             name = names[mark.index]  # type: ignore[index]
             if name in xa:
@@ -189,6 +215,14 @@ class _Prover:
             if not right:
                 what = "page geometry and page number" if mark.per_page else "page geometry"
                 found.fail(MARK, i, f"mark {mark.index + 1}'s form is not the expected one for this {what}")
+
+    def _xobjects_differ(self, xa: pikepdf.Dictionary, xb: pikepdf.Dictionary, extra: set[str]) -> str:
+        """The input's XObjects missing or changed, and the names added that are no mark's (failure path)."""
+        what = [f"{k} removed" for k in sorted(k for k in xa.keys() if k not in xb)]  # noqa: SIM118
+        what += [difference(self.same, xa[k], xb[k], k) for k in sorted(xa.keys())
+                 if k in xb and not self.same(xa[k], xb[k])]
+        what += [f"{k} added" for k in sorted(extra)]
+        return "resource /XObject: " + ", ".join(what[:4]) + (", …" if len(what) > 4 else "")
 
     def _occlusion(
         self, i: int, a: pikepdf.Dictionary, src: list[pikepdf.Stream], drawn: tuple[PageMark, ...],
@@ -227,6 +261,8 @@ def merge(parts: list[RangeFindings]) -> RangeFindings:
     for part in parts:
         for check, messages in part.failures.items():
             total.failures.setdefault(check, []).extend(messages)
+        for check, messages in part.details.items():
+            total.details.setdefault(check, []).extend(messages)
         total.needs_pixels.update(part.needs_pixels)
         total.links += part.links
     return total

@@ -1,6 +1,7 @@
 """A second reading of an output from its bytes: libqpdf's full read or `qpdf --check` (structure; in
 process) and poppler's `pdfinfo -box` (page count, boxes and rotation per page, linearization flag; an
-independent reader, run as a bounded subprocess)."""
+independent reader, run as a bounded subprocess). A failure says what the reader saw: its values or its
+own message, capped (checks.tool_message)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any, BinaryIO, cast
 
 import pikepdf
 
+from docfence.engines.checks import MAX_DETAILS, bounded, tool_message
 from docfence.engines.geometry import PageGeometry
 from docfence.engines.parallel import Forked
 
@@ -24,6 +26,7 @@ _BOX_RE = re.compile(
 )
 _ROT_RE = re.compile(r"^Page\s+(\d+)\s+rot:\s+(-?\d+)", re.M)
 _PAGES_RE = re.compile(r"^Pages:\s+(\d+)", re.M)
+_MESSAGE_BYTES = 4096  # of pdfinfo's error output, read when it failed
 
 
 class _Poppler:
@@ -60,12 +63,39 @@ class _Poppler:
             return code, self.report.read().decode("utf-8", "replace")
 
 
+def pdfinfo_message(path: str) -> str:
+    """What pdfinfo says (on stderr) about the file it failed to read: run again, with its error output
+    kept this time (to a file, bounded by _TIMEOUT_S). Only on the failure path: the run that judges
+    the file sends its warnings nowhere."""
+    with tempfile.TemporaryFile() as errors:
+        try:
+            subprocess.run(["pdfinfo", path], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=errors, timeout=_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired:
+            return "pdfinfo: no answer in time"
+        errors.seek(0)
+        text = errors.read(_MESSAGE_BYTES).decode("utf-8", "replace")
+    return f"pdfinfo: {tool_message(text, path)}"
+
+
+def _pdfinfo_ended(code: int, path: str) -> str:
+    if code == -1:
+        return "pdfinfo: no answer in time"
+    return pdfinfo_message(path) if code > 0 else f"pdfinfo: ended by signal {-code}"
+
+
 def poppler_failures(text: str, expected: list[PageGeometry]) -> list[str]:
     """Compare poppler's view of every page with the geometry pikepdf reads from the same file."""
+    return [failure for failure, _ in poppler_findings(text, expected)]
+
+
+def poppler_findings(text: str, expected: list[PageGeometry]) -> list[tuple[str, str]]:
+    """(failure, what poppler saw) per page poppler sees otherwise than pikepdf, at most MAX_DETAILS."""
     pages = _PAGES_RE.search(text)
     if not pages or int(pages.group(1)) != len(expected):
-        return ["poppler: page count differs"]
-    failures = []
+        seen = f"pdfinfo: {pages.group(1) if pages else 'no'} pages, {len(expected)} expected"
+        return [("poppler: page count differs", seen)]
+    failures: list[tuple[str, str]] = []
     rotations = {int(m.group(1)): int(m.group(2)) % 360 for m in _ROT_RE.finditer(text)}
     boxes: dict[tuple[int, str], tuple[float, ...]] = {
         (int(m.group(1)), m.group(2)): tuple(float(m.group(k)) for k in range(3, 7))
@@ -74,17 +104,26 @@ def poppler_failures(text: str, expected: list[PageGeometry]) -> list[str]:
     for n, geo in enumerate(expected, start=1):
         crop = boxes.get((n, "CropBox"))
         media = boxes.get((n, "MediaBox"))
+        if len(failures) >= MAX_DETAILS:
+            break
         if rotations.get(n) != geo.rotate:
-            failures.append(f"poppler: page {n} rotation differs")
+            rotation = rotations.get(n, "absent")
+            failures.append((f"poppler: page {n} rotation differs",
+                             f"pdfinfo: page {n} rotation {rotation}, {geo.rotate} expected"))
         if (
             media is None
             or crop is None
             or any(abs(a - b) > 0.02 for a, b in zip(media + crop, geo.media + geo.crop, strict=True))
         ):
-            failures.append(f"poppler: page {n} boxes differ")
+            failures.append((f"poppler: page {n} boxes differ", f"pdfinfo: page {n} MediaBox {_box(media)} "
+                             f"CropBox {_box(crop)}, expected {_box(geo.media)} {_box(geo.crop)}"))
     if re.search(r"^Optimized:\s+yes", text, re.M):
-        failures.append("poppler: output claims linearization")
+        failures.append(("poppler: output claims linearization", "pdfinfo: Optimized: yes"))
     return failures
+
+
+def _box(box: tuple[float, ...] | None) -> str:
+    return "absent" if box is None else "[" + " ".join(f"{v:g}" for v in box) + "]"
 
 
 class _Discard(io.RawIOBase):
@@ -131,8 +170,10 @@ def qpdf_read(data: bytes, password: str | None, *, parse_content: bool) -> list
                              stream_decode_level=pikepdf.StreamDecodeLevel.generalized)
                 problems = pdf.get_warnings()
     except (pikepdf.PdfError, pikepdf.PasswordError) as exc:  # our own password must open our output
-        return [f"{method} failed ({type(exc).__name__})"]
-    return [f"{method} found {len(problems)} problem(s)"] if problems else []
+        return [f"{method} failed ({type(exc).__name__}: {tool_message(str(exc))})"]
+    if not problems:
+        return []
+    return [f"{method} found {len(problems)} problem(s), the first: {tool_message(str(problems[0]))}"]
 
 
 def qpdf_method(parse_content: bool) -> str:
@@ -178,11 +219,16 @@ class SecondReader:
             found = (qpdf_read(self.data, self.password, parse_content=self.parse_content)
                      if self.structure is None else self.structure.result())
             failures = found if found is not None else [f"{self.qpdf_method} did not complete"]
-            if self.poppler is not None:
+            details = list(failures)
+            if self.poppler is not None and self.path is not None:
                 p_code, text = self.poppler.finish()
-                failures += (
-                    poppler_failures(text, expected) if p_code == 0 else [f"pdfinfo failed (exit {p_code})"]
-                )
+                if p_code == 0:
+                    findings = poppler_findings(text, expected)
+                    failures += [f for f, _ in findings]
+                    details += [d for _, d in findings]
+                else:
+                    failures.append(f"pdfinfo failed (exit {p_code})")
+                    details.append(_pdfinfo_ended(p_code, self.path))
         except BaseException:
             if self.poppler is not None:
                 self.poppler.stop()  # killed and reaped, its report closed: nothing left behind
@@ -194,9 +240,10 @@ class SecondReader:
         return {
             "name": "second_reader",
             "ok": not failures,
-            "failures": failures[:10],
+            "failures": failures[:MAX_DETAILS],
             "readers": readers,
             "pages": f"1-{len(expected)}" if expected else "",
+            **({"details": bounded(details)} if failures else {}),
         }
 
 

@@ -26,7 +26,16 @@ from docfence.core.errors import ValidationFailed
 from docfence.core.policy import SanitizePolicy, WatermarkSpec
 from docfence.engines import page_checks
 from docfence.engines import page_facts as facts
-from docfence.engines.checks import MAX_DETAILS, Check, check, page_ranges
+from docfence.engines.checks import (
+    MAX_DETAILS,
+    Check,
+    bounded,
+    check,
+    explain,
+    failure_message,
+    merge_pages,
+    page_ranges,
+)
 from docfence.engines.geometry import PageGeometry, page_geometry
 from docfence.engines.mark_pixels import coverage_mask
 from docfence.engines.marks import MarkSet, PageMark
@@ -90,7 +99,7 @@ def validate(
         second = reader.finish(out_geos)
     checks.insert(0, _opens_cleanly(out))
     checks.append(second if checks[1]["ok"] else check("second_reader", [], skipped="page count differs"))
-    return {
+    report = {
         "ok": all(c["ok"] for c in checks),
         "mode": mode,
         "level": level,
@@ -98,6 +107,9 @@ def validate(
         "checks": checks,
         "notes": notes,
     }
+    if not report["ok"]:
+        explain(report)  # every failed check says what differed ("details"); only on failure
+    return report
 
 
 def _opens_cleanly(out: pikepdf.Pdf) -> Check:
@@ -173,10 +185,10 @@ def prove_pages(
     merged = page_checks.merge(done)
     for (first, stop), part in zip(ranges, parts, strict=True):
         if part is None:
+            lost = f"pages {page_ranges(range(first, stop))}: structural checks did not complete"
             for name in page_checks.STRUCTURE_CHECKS:
-                merged.failures.setdefault(name, []).insert(
-                    0, f"pages {page_ranges(range(first, stop))}: structural checks did not complete"
-                )
+                merged.failures.setdefault(name, []).insert(0, lost)
+                merged.details.setdefault(name, []).insert(0, lost)
     return merged, side_check
 
 
@@ -201,7 +213,7 @@ def structure_report(found: page_checks.RangeFindings, count: int, spec: MarkSet
         if name == page_checks.MARK:
             details["pages_marked"] = sum(spec.selected(i, count) for i in range(count))
             details["marks"] = len(spec.marks)
-        checks.append(check(name, found.failures.get(name, []), **details))
+        checks.append(check(name, found.failures.get(name, []), found.details.get(name), **details))
     return checks
 
 
@@ -289,11 +301,16 @@ def split_pixel_checks(
     for part, result in zip(parts, results, strict=True):
         lost = [check(name, [f"pages {page_ranges(part)}: did not complete"]) for name in names]
         for piece in result or lost:
-            into = merged.setdefault(piece["name"], {**piece, "failures": []})
+            into = merged.setdefault(piece["name"], {**piece, "failures": [], "details": []})
             into["ok"] = into["ok"] and piece["ok"]
             into["failures"] = (into["failures"] + piece["failures"])[:MAX_DETAILS]
+            into["details"] = into["details"] + piece.get("details", [])
     for item in merged.values():
         item["pages"] = page_ranges(pages)
+        if item["ok"]:
+            del item["details"]
+        else:
+            item["details"] = bounded(merge_pages(item["details"]))
     return list(merged.values())
 
 
@@ -372,8 +389,8 @@ def require_valid(report: dict[str, Any]) -> None:
     """Raise ValidationFailed (with `.report`) unless every check passed; nothing may be published."""
     if report["ok"]:
         return
-    failed = ", ".join(c["name"] for c in report["checks"] if not c["ok"])
-    raise ValidationFailed(f"The output failed its fidelity validation ({failed}).", report=report)
+    # the message names the checks and what differed (no document text: engines/checks.py)
+    raise ValidationFailed(failure_message(report), report=report)
 
 
 __all__ = ["require_valid", "validate"]
