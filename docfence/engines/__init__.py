@@ -2,7 +2,9 @@
 
 `watermark_document` runs preflight -> vector or raster per policy -> validation; it raises DocumentError
 subclasses (ValidationFailed carries `.report`) and never returns an output that failed validation. Safe to
-call in a child process (no global state besides font caches).
+call in a child process (no global state besides font caches). A report rendered as a declared variant
+(PDF/A-3b, PDF/UA-1) keeps its identification through sanitising and marking, and its validation
+report proves it (engines/variant_proof.py).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from docfence.core.errors import ConfigError, OverLimits
+from docfence.core.errors import ConfigError, OverLimits, UnsupportedFeature
 from docfence.core.policy import JobPolicy, Mode
 
 
@@ -24,23 +26,29 @@ class ProcessResult:
 
 
 def watermark_document(data: bytes, policy: JobPolicy, *, password: str | None = None,
-            on_pages: Callable[[int], None] | None = None) -> ProcessResult:
+            on_pages: Callable[[int], None] | None = None, variant: str | None = None) -> ProcessResult:
     """Watermark `data` per `policy`; raises DocumentError subclasses (ValidationFailed with `.report`).
-    `on_pages` hears the page count once preflight knows it (the sandbox sizes its time budget by it)."""
+    `on_pages` hears the page count once preflight knows it (the sandbox sizes its time budget by it).
+    `variant`: `data` is a report docfence rendered as this PDF variant (engines.report.render.VARIANTS);
+    the output must still be one, which the "variant" check proves (UnsupportedFeature in raster mode)."""
     from docfence.engines.marks import MarkSet
     from docfence.engines.preflight import preflight
     from docfence.engines.raster import watermark_raster
     from docfence.engines.repair import readers_agree
     from docfence.engines.sanitize import sanitize
     from docfence.engines.validate import require_valid, validate
+    from docfence.engines.variant_proof import identification_of
     from docfence.engines.vector import save, watermark_vector
 
     if policy.watermark is None:
         raise ConfigError("a watermark job needs a watermark spec")
+    mode = Mode(policy.mode).value
+    _check_variant_mode(variant, mode)
     opened = preflight(data, policy, password)
     if on_pages is not None:
         on_pages(len(opened.pages))
-    sanitised = sanitize(opened.pdf, opened.pages, policy.sanitize)
+    ident = identification_of(opened.pdf, variant) if variant is not None else None
+    sanitised = sanitize(opened.pdf, opened.pages, policy.sanitize, identification=ident)
     source = data
     if _pages_touched(sanitised.stripped) or opened.repaired:
         # the validator compares the output with its source: give it (and the raster renderer) the
@@ -51,9 +59,8 @@ def watermark_document(data: bytes, policy: JobPolicy, *, password: str | None =
         notes = opened.notes
         opened = preflight(source, policy, password)
         opened.notes = [*notes, *(n for n in opened.notes if n not in notes)]
-    mode = Mode(policy.mode).value
     if mode == "vector":
-        output = watermark_vector(opened, policy)
+        output = watermark_vector(opened, policy, variant=variant)
     else:
         output = watermark_raster(source, opened, policy)
     if len(output) > policy.limits.max_output_bytes:
@@ -65,8 +72,25 @@ def watermark_document(data: bytes, policy: JobPolicy, *, password: str | None =
     report["encrypted"] = opened.encrypted
     report["sanitize"] = sanitised.report()
     report["notes"] = [*opened.notes, *sanitised.notes(), *report["notes"]]
+    if variant is not None:
+        _prove_variant(report, output, variant)
     require_valid(report)
     return ProcessResult(output=output, pages=len(opened.pages), validation=report, mode=mode)
+
+
+def _check_variant_mode(variant: str | None, mode: str) -> None:
+    if variant is not None and mode != "vector":
+        raise UnsupportedFeature(f"a {variant} report cannot be watermarked in {mode} mode, which keeps no "
+                                 "text, fonts or tags; its class must use vector mode")
+
+
+def _prove_variant(report: dict[str, Any], output: bytes, variant: str) -> None:
+    """Join the "variant" check of the finished output to the validation report."""
+    from docfence.engines.variant_proof import prove_variant
+
+    proof = prove_variant(output, variant)
+    report["checks"].append(proof)
+    report["ok"] = bool(report["ok"]) and proof["ok"]
 
 
 def _pages_touched(stripped: list[Any]) -> bool:

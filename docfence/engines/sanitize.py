@@ -1,6 +1,10 @@
 """The one sanitiser: finds active content and hidden data in a preflighted PDF and keeps, strips or refuses
 each kind per the document class (core.policy.SanitizePolicy); drops catalog entries nothing reads.
 
+A report docfence rendered as a declared variant (PDF/A-3b, PDF/UA-1) keeps its identification: when the
+renderer's XMP is stripped, the catalog gets docfence's clean packet of the identification fields alone
+(engines/variant_proof.py), and nothing else of the hidden data survives.
+
 Guarantees: visible page content is never touched (content streams, resources, appearance streams); link
 annotations stay, with their URI unless `link_uris` is strip; file-attachment and multimedia annotations are
 removed when their kind is stripped. Raises ActiveContentRefused, naming the kinds, when the class refuses
@@ -27,6 +31,7 @@ from docfence.engines.sanitize_kinds import (
     action_kinds,
     decision,
 )
+from docfence.engines.variant_proof import Identification, write_identification
 
 _MAX_EXAMPLES = 20
 _MAX_OUTLINE_ITEMS = 100_000
@@ -42,10 +47,14 @@ class SanitizeResult:
     stripped: list[Finding] = field(default_factory=list)
     annotations_changed: bool = False
     repairs: list[str] = field(default_factory=list)
+    identification: str | None = None  # the variant whose clean identification packet was written
 
     def notes(self) -> list[str]:
         kinds = sorted({f.kind for f in self.stripped})
         removed = [f"sanitised: {len(self.stripped)} item(s) removed ({', '.join(kinds)})"] if kinds else []
+        if self.identification:
+            removed.append(f"sanitised: the {self.identification} identification was written anew as a "
+                           "clean XMP packet (identification fields only)")
         return [*self.repairs, *removed]
 
     def report(self) -> dict[str, Any]:
@@ -56,6 +65,7 @@ class SanitizeResult:
             "found": dict(sorted(Counter(f.kind for f in self.found).items())),
             "stripped": dict(sorted(Counter(f.kind for f in self.stripped).items())),
             "stripped_at": [f"{f.kind}: {f.where}" for f in self.stripped[:_MAX_EXAMPLES]],
+            **({"identification": self.identification} if self.identification else {}),
         }
 
 
@@ -110,15 +120,21 @@ class _Sanitizer:
         return changed
 
 
-def sanitize(pdf: pikepdf.Pdf, pages: list[pikepdf.Dictionary], policy: SanitizePolicy) -> SanitizeResult:
+def sanitize(pdf: pikepdf.Pdf, pages: list[pikepdf.Dictionary], policy: SanitizePolicy, *,
+             identification: Identification | None = None) -> SanitizeResult:
     """Sanitise `pdf` in place (pages as preflight collected them); raises ActiveContentRefused, and
-    MalformedPdf when the library cannot read a structure it walks (never an uncoded exception)."""
+    MalformedPdf when the library cannot read a structure it walks (never an uncoded exception).
+    `identification`: the variant a report was rendered as, as its renderer claimed it; when the
+    catalog's XMP is stripped, docfence's clean packet of it takes its place."""
     s = _Sanitizer(pdf, policy)
     try:
         _document(s)
         for number, page in enumerate(pages, start=1):
             _page(s, page, number)
         _everywhere(s)
+        if identification is not None and "/Metadata" not in pdf.Root:
+            write_identification(pdf, identification)  # after the walk, which would strip it again
+            s.result.identification = identification.variant
     except (pikepdf.PdfError, ValueError, TypeError, KeyError, IndexError, AttributeError,
             RecursionError) as exc:
         raise MalformedPdf("The PDF is damaged beyond safe repair (its structure cannot be read).") from exc

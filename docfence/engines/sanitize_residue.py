@@ -2,7 +2,9 @@
 
 It does not follow the sanitiser's walk; it reads every object reachable from the trailer (where a writer
 puts everything it keeps), so an item in a place the sanitiser does not visit still shows up here and
-fails validation instead of leaving the organisation.
+fails validation instead of leaving the organisation. The one exception is the identification packet
+docfence writes for a report's declared variant (engines/variant_proof.py): a catalog /Metadata that is
+byte for byte such a packet, and an /Info holding only its title, are docfence's, not the document's.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from docfence.engines.sanitize_kinds import (
     Finding,
     stripped_kinds,
 )
+from docfence.engines.variant_proof import Identification, docfence_packet, info_is_title_of
 
 _MAX_NODES = 5_000_000
 _MAX_FAILURES = 10
@@ -31,8 +34,11 @@ def find_residue(pdf: pikepdf.Pdf, policy: SanitizePolicy) -> list[Finding]:
     """Every item of a kind `policy` strips that is still reachable in `pdf` (empty: the output is clean)."""
     wanted = stripped_kinds(policy)
     found: list[Finding] = []
+    ours = docfence_packet(pdf) if "xmp_metadata" in wanted else None
+    ours_at = pdf.Root.objgen if ours is not None else None  # the catalog whose /Metadata is docfence's
     info = pdf.trailer.get("/Info")
-    if "info_metadata" in wanted and isinstance(info, pikepdf.Dictionary) and info.keys():
+    if "info_metadata" in wanted and isinstance(info, pikepdf.Dictionary) and info.keys() \
+            and not (ours is not None and info_is_title_of(pdf, ours)):
         found.append(Finding("info_metadata", "trailer /Info"))
     if "private_data" in wanted:
         private = sorted(k for k in pdf.Root.keys() if k not in CATALOG_KEYS)  # noqa: SIM118 (a set: sorted)
@@ -51,7 +57,10 @@ def find_residue(pdf: pikepdf.Pdf, policy: SanitizePolicy) -> list[Finding]:
         if node._type_code is ARRAY:
             stack.extend((v, where) for v in node if is_container(v))
             continue
-        found += [Finding(kind, where) for kind in _kinds(node, frozenset(node.keys())) if kind in wanted]
+        kinds = _kinds(node, frozenset(node.keys()))
+        if ours_at is not None and node.objgen == ours_at:
+            kinds = [k for k in kinds if k != "xmp_metadata"]
+        found += [Finding(kind, where) for kind in kinds if kind in wanted]
         for key, value in node.items():
             if is_container(value) and not _is_kept_link_uri(node, key, wanted):
                 stack.append((value, where))
@@ -104,4 +113,13 @@ def residue_check(output: pikepdf.Pdf, policy: SanitizePolicy) -> dict[str, Any]
     left = find_residue(output, policy)
     failures = [f"{f.kind} left at {f.where}" for f in left[:_MAX_FAILURES]]
     kinds = sorted(stripped_kinds(policy))
-    return {"name": "sanitised", "ok": not left, "failures": failures, "kinds": kinds}
+    entry = {"name": "sanitised", "ok": not left, "failures": failures, "kinds": kinds}
+    ours = docfence_packet(output) if "xmp_metadata" in kinds else None
+    if ours is not None:
+        entry["kept"] = [_kept(ours)]
+    return entry
+
+
+def _kept(ours: Identification) -> str:
+    title = ", with its title" if ours.title else ""
+    return f"catalog /Metadata: docfence's {ours.variant} identification packet{title}"

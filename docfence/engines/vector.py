@@ -1,7 +1,8 @@
 """Vector (structure-preserving) watermarking: each mark one shared Form XObject per page geometry (a mark
 whose text holds `{page}` one per page), drawn in a q/Q-isolated overlay or underlay marked as a
 pagination artifact. Text, fonts, links, annotations, forms,
-outlines, tags and page boxes are untouched; encryption is kept; a PDF/A claim is withdrawn."""
+outlines, tags and page boxes are untouched; encryption is kept; a PDF/A claim is withdrawn, but for a report
+docfence rendered as PDF/A-3b, whose claim the variant proof (engines/variant_proof.py) checks instead."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from docfence.engines.mark_art import SLOT, Art, ArtShop, fill_slots, page_digit
 from docfence.engines.mark_placement import placements
 from docfence.engines.marks import MarkSet, PageMark
 from docfence.engines.preflight import OpenedPdf
+from docfence.engines.variant_proof import PDFA
 
 log = logging.getLogger(__name__)
 
@@ -232,25 +234,27 @@ def save(pdf: pikepdf.Pdf, encrypted: bool) -> bytes:
 
     Private trailer keys are dropped: nothing a reader uses hangs off them, and they may carry junk.
     The same input gives the same bytes: the /ID qpdf writes comes from the content, not the clock (an
-    encrypted file keeps its own /ID, which its key depends on)."""
+    encrypted file keeps its own /ID, which its key depends on). XMP metadata is written as it is
+    (pikepdf would otherwise re-serialise every packet, docfence's identification packet included)."""
     for key in list(pdf.trailer.keys()):
         if key not in _TRAILER_KEYS:
             del pdf.trailer[key]
     out = io.BytesIO()
     try:
         pdf.save(out, encryption=True if encrypted else None, linearize=False, preserve_pdfa=False,
-                 deterministic_id=not encrypted)
+                 deterministic_id=not encrypted, fix_metadata_version=False)
     except pikepdf.PdfError as exc:
         raise MalformedPdf("The PDF could not be written back safely.") from exc
     return out.getvalue()
 
 
-def watermark_vector(opened: OpenedPdf, policy: JobPolicy) -> bytes:
-    """Preflighted PDF in, watermarked PDF bytes out (structure preserved)."""
+def watermark_vector(opened: OpenedPdf, policy: JobPolicy, *, variant: str | None = None) -> bytes:
+    """Preflighted PDF in, watermarked PDF bytes out (structure preserved). `variant`: the report variant
+    docfence rendered the input as; a "pdf/a-3b" report keeps its PDF/A claim."""
     if policy.watermark is None:
         raise ConfigError("a watermark job needs a watermark spec")
     stamped = apply_vector(opened, MarkSet.of(policy))
-    if withdraw_pdfa_claim(opened.pdf):
+    if variant != PDFA and withdraw_pdfa_claim(opened.pdf):
         opened.notes.append("the PDF/A claim was removed from the XMP metadata (PDF/A is not re-validated)")
     log.debug("vector watermark applied", extra={"pages": len(opened.pages), "stamped": stamped})
     return save(opened.pdf, opened.encrypted)

@@ -13,10 +13,10 @@ from docfence.blobs import RegionRouter
 from docfence.core.errors import BlobError
 from docfence.core.policy import JobPolicy
 from docfence.core.records import Job
-from docfence.engines.report.data import validate_data
+from docfence.engines.report.data import template_values, validate_data
 from docfence.engines.report.jinja import render_html
 from docfence.sandbox import Sandbox, Task
-from docfence.sandbox.report_job import parse_snapshot
+from docfence.sandbox.report_job import read_snapshot
 
 
 def provider_input(router: RegionRouter, job: Job) -> bytes:
@@ -25,9 +25,10 @@ def provider_input(router: RegionRouter, job: Job) -> bytes:
     if job.input_key is None:
         raise BlobError("the job has no input")
     snapshot = router.for_region(job.region).get(job.input_key, expected_sha256=job.input_sha256)
-    bundle, data, _variant = parse_snapshot(snapshot)
-    validate_data(bundle.schema, data)
-    html = render_html(bundle.html, data)
+    job_input = read_snapshot(snapshot)
+    bundle = job_input.bundle
+    validate_data(bundle.schema, job_input.data)
+    html = render_html(bundle.html, template_values(job_input.data, job_input.period))
     style = f"<style>{bundle.css}</style>"
     html = html.replace("</head>", style + "</head>", 1) if "</head>" in html else style + html
     return html.encode("utf-8")

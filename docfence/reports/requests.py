@@ -305,4 +305,4 @@ def _report_ref(request: ReportRequest) -> dict[str, Any]:
 def _snapshot(template: TemplateVersion, spec: RequestSpec) -> bytes:
     return build_snapshot(name=template.info.name, html=template.html, css=template.css,
                           assets_b64=template.assets, schema=template.schema, sha256=template.info.sha256,
-                          data=spec.data, variant=spec.variant)
+                          data=spec.data, variant=spec.variant, period=spec.period)

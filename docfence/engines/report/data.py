@@ -4,7 +4,8 @@ and the broken rule, never a data value; object keys that the schema does not de
 Schemas resolve references only inside themselves: every validator is built here, over an empty
 `referencing` registry (nothing is ever fetched or read from disk), and `check_schema` refuses any
 `$ref`/`$dynamicRef` that is not a fragment of the schema itself ("#..."). jsonschema's deprecated
-RefResolver, which fetched http(s) and file URLs, is never used."""
+RefResolver, which fetched http(s) and file URLs, is never used. `template_values` is what a template
+sees: the data, with the request's period as `period`."""
 
 from __future__ import annotations
 
@@ -159,3 +160,9 @@ def validate_data(schema: dict[str, Any], data: Any) -> None:
     raise TemplateDataInvalid(
         "report data does not match the template schema: " + "; ".join(lines) + more
     ) from None
+
+
+def template_values(data: dict[str, Any], period: str | None) -> dict[str, Any]:
+    """What the template sees: the data, with `period` set to the request's period when the report was
+    requested for one (the request's period is authoritative; a `period` in the data is shadowed)."""
+    return data if period is None else {**data, "period": period}

@@ -1,5 +1,6 @@
 """Report rendering, bytes out: validate data against the bundle's schema, render its Jinja2 source in a
-sandbox, lay it out with WeasyPrint using only the bundle's assets, cap the pages.
+sandbox, lay it out with WeasyPrint using only the bundle's assets, cap the pages. A report requested for
+a period renders with the request's period as the template's `period`, whatever the data says.
 Knows nothing of jobs, the database or HTTP."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from weasyprint.text.fonts import FontConfiguration
 from docfence.core.clock import monotonic
 from docfence.core.errors import RenderResourceExceeded, TemplateError
 from docfence.engines.report.bundle import TemplateBundle, load_bundle, template_hash
-from docfence.engines.report.data import validate_data
+from docfence.engines.report.data import template_values, validate_data
 from docfence.engines.report.fetch import BASE_URL, BundleFetcher, quiet_weasyprint
 from docfence.engines.report.jinja import render_html
 
@@ -27,6 +28,7 @@ __all__ = [
     "load_bundle",
     "render_report",
     "template_hash",
+    "template_values",
 ]
 
 # docfence variant name -> WeasyPrint pdf_variant. None is plain PDF 1.7.
@@ -55,9 +57,9 @@ def _check_args(variant: str | None, max_pages: int) -> str | None:
     return VARIANTS[variant]
 
 
-def _pdf_identifier(template_sha256: str, data: dict[str, Any]) -> bytes:
-    """A PDF /ID that is a function of (template, data): reproducible output, distinct per report."""
-    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str).encode()
+def _pdf_identifier(template_sha256: str, values: dict[str, Any]) -> bytes:
+    """A PDF /ID that is a function of (template, what it sees): reproducible output, distinct per report."""
+    canonical = json.dumps(values, sort_keys=True, separators=(",", ":"), default=str).encode()
     return hashlib.sha256(template_sha256.encode() + b"\0" + canonical).digest()[:16]
 
 
@@ -76,9 +78,11 @@ def _layout_pdf(
 
 
 def render_report(
-    bundle: TemplateBundle, data: dict[str, Any], *, variant: str | None = None, max_pages: int = 500
+    bundle: TemplateBundle, data: dict[str, Any], *, variant: str | None = None, max_pages: int = 500,
+    period: str | None = None,
 ) -> RenderedReport:
-    """Render `bundle` with `data` to PDF.
+    """Render `bundle` with `data` to PDF; `period` (the request's period key) is the template's
+    `period` (`template_values`). The schema judges `data` as the caller sent it.
 
     Raises TemplateDataInvalid (data breaks the schema; the message names paths and rules, no values),
     TemplateError (template syntax, sandbox violation, unknown variant, layout failure) or
@@ -87,10 +91,11 @@ def render_report(
     started = monotonic()
     pdf_variant = _check_args(variant, max_pages)
     validate_data(bundle.schema, data)
-    html = render_html(bundle.html, data)
+    values = template_values(data, period)
+    html = render_html(bundle.html, values)
     fetcher = BundleFetcher(bundle.assets)
     sha = template_hash(bundle)
-    options = {"pdf_variant": pdf_variant, "pdf_identifier": _pdf_identifier(sha, data)}
+    options = {"pdf_variant": pdf_variant, "pdf_identifier": _pdf_identifier(sha, values)}
     with quiet_weasyprint() as weasyprint_notes:
         try:
             pdf, pages = _layout_pdf(html, bundle.css, fetcher, options, max_pages)
