@@ -183,8 +183,8 @@ class ArtShop:
         """The image scaled to 1000 units tall, its aspect kept; an SVG stays vector graphics."""
         kind, data = decode_image(uri)
         if kind == "svg":
-            src = _svg_source(data)
-            inner = self.pdf.copy_foreign(src.pages[0].as_form_xobject())
+            with _svg_source(data) as src:  # copied whole (data too), so the source may close
+                inner = self.pdf.copy_foreign(src.pages[0].as_form_xobject())
             width, height = (float(v) for v in inner.BBox[2:4])
             scale = UNITS / height
             content = f"q {scale:.6f} 0 0 {scale:.6f} 0 0 cm /DfArt Do Q\n"
@@ -216,8 +216,10 @@ def check_image(uri: str) -> tuple[float, float]:
     ConfigError naming the problem (not an image, too many pixels, SVG text, external references)."""
     kind, data = decode_image(uri)
     if kind == "svg":
-        box = _svg_source(data).pages[0].mediabox
-        return float(box[2]), float(box[3])
+        # read inside the block: a page of a Pdf nobody holds is destroyed with it
+        with _svg_source(data) as src:
+            box = src.pages[0].mediabox
+            return float(box[2]), float(box[3])
     width, height = _png_pixels(data).size
     return float(width), float(height)
 
@@ -314,7 +316,8 @@ def _length(value: str | None) -> float | None:
 
 
 def _svg_source(data: bytes) -> pikepdf.Pdf:
-    """The converted SVG opened (the caller keeps it open while it copies from it)."""
+    """The converted SVG opened. Use it in a `with` block and read what you need inside it: its pages
+    and objects are destroyed with the Pdf, so they must never outlive it (or be read off a temporary)."""
     try:
         return pikepdf.open(io.BytesIO(_svg_pdf(data)))
     except pikepdf.PdfError as exc:

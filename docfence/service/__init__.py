@@ -11,7 +11,7 @@ from docfence.blobs import BlobStore, RegionRouter
 from docfence.config import Settings
 from docfence.core.access import SCOPES, Principal, check_tenant
 from docfence.core.clock import Clock
-from docfence.core.errors import Forbidden, InvalidRequest, Unauthorized
+from docfence.core.errors import ConfigError, Forbidden, InvalidRequest, Unauthorized
 from docfence.intake import MAX_BATCH_ITEMS, MAX_LIST_LIMIT, BatchOutcome, JobQuery
 from docfence.service.api_keys import KEY_PREFIX, ApiKeys
 from docfence.service.artifacts import Artifacts, Download
@@ -50,4 +50,18 @@ def build_service(
         router = blobs
     else:
         router = RegionRouter({region: blobs for region in settings.region_urls()})
+    check_class_images(settings)
     return Service(settings, store, router, clock=clock)
+
+
+def check_class_images(settings: Settings) -> None:
+    """Every class logo draws (an SVG within the supported subset, a PNG that decodes), so a bad one
+    stops start-up with its class and name instead of refusing each submission to that class."""
+    from docfence.engines.mark_art import check_image
+
+    for doc_class in settings.classes.values():
+        for name, uri in doc_class.mark_rules.images:
+            try:
+                check_image(uri)
+            except ConfigError as exc:
+                raise ConfigError(f"[classes.{doc_class.name}].images.{name}: {exc.message}") from None
