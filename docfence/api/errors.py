@@ -41,6 +41,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "idempotency_conflict": 409,
     "template_id_taken": 409,
     "illegal_transition": 409,
+    "retry_would_fail": 409,  # the report's job failed deterministically: a retry would fail again
     "stale_attempt": 409,
     "artifact_not_ready": 409,
     "artifact_gone": 410,

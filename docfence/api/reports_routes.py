@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from docfence.api.deps import (
     ReportsRead,
     ReportsRequest,
+    ReportsRetry,
     SchedulesRead,
     SchedulesWrite,
     ServiceDep,
@@ -20,6 +21,7 @@ from docfence.api.deps import (
 )
 from docfence.api.errors import error_responses
 from docfence.api.gate import BODY_CAP_KEY
+from docfence.api.jobs import Reason
 from docfence.api.wire import JobOut, job_out
 from docfence.reports import (
     ProviderObservation,
@@ -257,9 +259,13 @@ def get_report_request(request_id: Id, request: Request, service: ServiceDep,
 @router.post("/report-requests/{request_id}/retry", status_code=201, response_model=JobOut,
              responses=error_responses(400, 401, 403, 404, 409, 422))
 def retry_report_request(request_id: Id, request: Request, service: ServiceDep,
-                         principal: ReportsRequest) -> JobOut:
-    """A new job linked to the failed (or canceled) newest one; 409 while that job is active."""
-    job = _requests(request, service).retry(request_id, actor=principal.actor, tenant=principal.tenant)
+                         principal: ReportsRetry, reason: Reason = None) -> JobOut:
+    """A new job linked to the failed (or canceled) newest one; 409 illegal_transition while that job
+    is active, 409 retry_would_fail when it failed the way every retry would (the message says what to
+    do instead). An operator retries every tenant's requests and must give a `reason`; a reason is
+    audited on the new job (`retry_requested`, `details.note`)."""
+    job = _requests(request, service).retry(request_id, actor=principal.actor, tenant=principal.tenant_view,
+                                            reason=principal.reason_for(reason))
     return job_out(service.describe(job))
 
 

@@ -28,7 +28,8 @@ log = logging.getLogger("docfence.cli")
 #: Report request fields as this command's flags, so a refusal names what the user typed.
 FLAGS = {"data": "--data", "period": "--period", "subject": "--subject", "template": "--template",
          "tenant": "--tenant", "document_class": "--class", "variant": "--variant",
-         "processor": "--processor", "watermark": "--watermark", "deadline_s": "--deadline"}
+         "processor": "--processor", "watermark": "--watermark", "deadline_s": "--deadline",
+         "reason": "--reason"}
 
 
 def register(sub: Any) -> None:
@@ -65,6 +66,8 @@ def register(sub: Any) -> None:
                                ("retry", "a new job linked to the failed one", run_retry)):
         p = r_sub.add_parser(name, help=helptext)
         p.add_argument("request_id")
+        if fn is run_retry:
+            p.add_argument("--reason", help="why (at most 200 characters), kept in the new job's audit trail")
         add_json_flag(p)
         p.set_defaults(func=_guard(fn))
     _register_schedule(r_sub)
@@ -251,9 +254,11 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_retry(args: argparse.Namespace) -> int:
+    """A new job for a failed or canceled report; a refusal (still active, or `retry_would_fail`: the
+    failure would repeat, with what to do instead) is one line on stderr and exit code 2."""
     rt = _runtime()
     try:
-        job = _requests(rt, None).retry(args.request_id, actor="cli")
+        job = _requests(rt, None).retry(args.request_id, actor="cli", reason=args.reason)
     finally:
         rt.close()
     if args.json:

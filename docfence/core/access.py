@@ -8,7 +8,9 @@ Two kinds of key, issued separately (`docfence keys create`):
   meaning: they lost the cross-tenant powers and never became operators.
 - operator keys carry `operator` alone: the cross-tenant console, pausing and resuming claims,
   draining, class modes, and publishing templates shared with every tenant. They hold no tenant's
-  data rights (no submit, read, download or delete of jobs).
+  data rights (no submit, read, download or delete of jobs), but may end and retry any tenant's work:
+  cancel queued or rendering jobs and retry failed report requests, always with a reason
+  (`Principal.reason_for`), audited with the operator's key as the actor.
 """
 
 from __future__ import annotations
@@ -27,6 +29,23 @@ def check_tenant(tenant: str) -> str:
         raise InvalidRequest("tenant must match [A-Za-z0-9][A-Za-z0-9._-]* (at most 64 characters)")
     return tenant
 
+
+REASON_CHARS = 200  # a caller's reason for an action (cancel, delete, retry), kept in the audit event
+
+
+def check_reason(reason: str | None) -> str | None:
+    """A caller's free-text reason, trimmed (None when blank); InvalidRequest names the field when it
+    is longer than REASON_CHARS or holds control characters (it is shown in timelines)."""
+    if reason is None or not reason.strip():
+        return None
+    text = reason.strip()
+    if len(text) > REASON_CHARS:
+        raise InvalidRequest(f"reason: at most {REASON_CHARS} characters (got {len(text)})", field="reason")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
+        raise InvalidRequest("reason: control characters (newlines, tabs) are not allowed", field="reason")
+    return text
+
+
 TENANT_SCOPES = ("submit", "read", "admin")
 OPERATOR = "operator"
 SCOPES = (*TENANT_SCOPES, OPERATOR)
@@ -35,11 +54,11 @@ SCOPES = (*TENANT_SCOPES, OPERATOR)
 OPERATOR_TENANT = "operators"
 
 #: permission -> the scopes that grant it. Tenant-scoped permissions act on the key's own tenant only;
-#: the operator's act on every tenant (console, claims, modes) or on shared templates.
+#: the operator's act on every tenant (console, claims, modes, cancel, retry) or on shared templates.
 PERMISSIONS: dict[str, frozenset[str]] = {
     "jobs.submit": frozenset({"submit", "admin"}),
     "jobs.read": frozenset({"read", "admin"}),
-    "jobs.cancel": frozenset({"submit", "admin"}),
+    "jobs.cancel": frozenset({"submit", "admin", OPERATOR}),  # operator: any tenant's job, with a reason
     "jobs.delete": frozenset({"admin"}),
     # the recipient, purpose and reference of a job's marks: those who may send documents out see whom
     # to; read-only keys (dashboards) and operators see that a field was set, not its value
@@ -47,6 +66,7 @@ PERMISSIONS: dict[str, frozenset[str]] = {
     "templates.read": frozenset({"read", "admin", OPERATOR}),  # operator: shared templates only
     "templates.write": frozenset({"admin", OPERATOR}),  # admin: its tenant's; operator: shared ones
     "reports.request": frozenset({"submit", "admin"}),
+    "reports.retry": frozenset({"submit", "admin", OPERATOR}),  # operator: any tenant's, with a reason
     "reports.read": frozenset({"read", "admin"}),
     "schedules.write": frozenset({"submit", "admin"}),
     "schedules.read": frozenset({"read", "admin"}),
@@ -95,8 +115,18 @@ class Principal:
 
     @property
     def tenant_view(self) -> str | None:
-        """The tenant whose records this key sees in cross-tenant views (None: every tenant)."""
+        """The tenant whose records this key sees in cross-tenant views and may cancel or retry (None:
+        every tenant, for an operator)."""
         return None if self.is_operator else self.tenant
+
+    def reason_for(self, reason: str | None) -> str | None:
+        """The checked reason (check_reason) for ending or retrying a tenant's work; an operator, who
+        acts on tenants that are not its own, must give one (InvalidRequest naming `reason`)."""
+        note = check_reason(reason)
+        if note is None and self.is_operator:
+            raise InvalidRequest("reason: an operator acting on a tenant's work must say why (1-"
+                                 f"{REASON_CHARS} characters, recorded in the audit event)", field="reason")
+        return note
 
     @property
     def template_owner(self) -> str | None:

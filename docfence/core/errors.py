@@ -6,7 +6,8 @@
     │   ├── NotFound
     │   ├── IdempotencyConflict        same key, different request
     │   ├── IllegalTransition          not in core.states.TRANSITIONS
-    │   │   └── JobAlreadyEnded        cancel asked of a job that already succeeded or failed
+    │   │   ├── JobAlreadyEnded        cancel asked of a job that already succeeded or failed
+    │   │   └── RetryWouldFail         retry asked of a report whose job failed the same way every try
     │   ├── TemplateIdTaken            the template id belongs to another tenant (or is shared)
     │   ├── StaleAttempt               fenced update matched zero rows: discard the work
     │   │   └── LeaseLost              heartbeat refused: the lease belongs to nobody or someone else
@@ -98,6 +99,12 @@ class JobAlreadyEnded(IllegalTransition):
     """The job already ended; there is nothing to cancel."""
 
     code = "job_already_ended"
+
+
+class RetryWouldFail(IllegalTransition):
+    """The job failed in a way a retry of the same input repeats; a retry is refused."""
+
+    code = "retry_would_fail"
 
 
 class TemplateIdTaken(StoreError):

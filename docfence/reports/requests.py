@@ -1,5 +1,6 @@
 """Report requests: create idempotently (one request per tenant, subject, period and template@version, with
-exactly one initial job), read with their jobs, and operator retries (a new job linked to the failed one)."""
+exactly one initial job), read with their jobs, and retries (a new job linked to the failed one), refused
+when the failure would repeat (`retry_candidate`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, Protocol
@@ -16,17 +17,21 @@ from typing import Any, Protocol
 from docfence import storage_keys
 from docfence.blobs import RegionRouter
 from docfence.config import Settings
-from docfence.core.access import check_tenant
+from docfence.core.access import check_reason, check_tenant
 from docfence.core.clock import Clock, SystemClock
 from docfence.core.errors import (
     ConfigError,
+    DocumentError,
     IdempotencyConflict,
     IllegalTransition,
     InvalidReportData,
     InvalidRequest,
     InvalidWatermark,
     NotFound,
+    RenderResourceExceeded,
+    RetryWouldFail,
     TemplateDataInvalid,
+    TemplateError,
 )
 from docfence.core.ids import new_id
 from docfence.core.marks import resolve_fields
@@ -37,11 +42,12 @@ from docfence.engines.report.data import validate_data
 from docfence.engines.report.render import VARIANTS
 from docfence.reports.templates import check_template_id
 from docfence.sandbox.report_job import build_snapshot
-from docfence.store.base import JobStore, ProviderStore, ReportStore
+from docfence.store.base import AuditLog, JobStore, ProviderStore, ReportStore
 
 
-class RequestStore(ReportStore, JobStore, ProviderStore, Protocol):
-    """What report requests use: templates and requests, job submission, provider observations."""
+class RequestStore(ReportStore, JobStore, ProviderStore, AuditLog, Protocol):
+    """What report requests use: templates and requests, job submission, provider observations, and the
+    audit trail (a retry's reason)."""
 
 
 log = logging.getLogger(__name__)
@@ -152,31 +158,31 @@ class ReportRequests:
             snapshot = _snapshot(template, spec)
             policy = policy.evolve(report=_report_ref(request))
             jobs = [self._submit(request, policy, snapshot, key=f"report:{request.id}", parent=parent,
-                                 actor=actor)]
+                                 actor=actor)[0]]
         log.info("report request %s (created=%s, revision %d) job %s", request.id, created, request.revision,
                  jobs[0].id)
         return RequestDetail(request, jobs), created
 
-    def retry(self, request_id: str, *, actor: str, tenant: str | None = None) -> Job:
+    def retry(self, request_id: str, *, actor: str, tenant: str | None = None,
+              reason: str | None = None) -> Job:
         """A new job linked to the newest one, which must be failed or canceled (it stays as evidence).
-        Retrying the same failed job twice yields one new job. Raises IllegalTransition otherwise."""
+        Retrying the same failed job twice yields one new job. `tenant` None reaches every tenant's
+        requests (an operator, the CLI); `reason` (check_reason) is audited on the new job as
+        `retry_requested` with `details.note`. Raises IllegalTransition (the newest job is active),
+        RetryWouldFail (it failed the way every retry would: `retry_candidate`)."""
+        note = check_reason(reason)
         request = self._visible(request_id, tenant)
-        jobs = self.store.request_jobs(request.id)
-        if not jobs:
-            raise IllegalTransition("the request has no job to retry yet")
-        last = jobs[-1]
-        if last.state not in (JobState.FAILED, JobState.CANCELED):
-            raise IllegalTransition(f"only a failed or canceled job can be retried; {last.id} is "
-                                    f"{last.state.value}")
-        if last.last_error_code == "template_data_invalid":
-            raise IllegalTransition(f"job {last.id} failed because its data does not match the template's "
-                                    "schema; a retry would fail the same way: correct the data with reports "
-                                    "request --supersede (API: \"supersede\": true)")
+        last = retry_candidate(self.store.request_jobs(request.id))
         if last.input_key is None:
             raise IllegalTransition("the failed job's input is gone")
         snapshot = self.router.for_region(last.region).get(last.input_key, expected_sha256=last.input_sha256)
-        return self._submit(request, last.policy, snapshot, key=f"report-retry:{last.id}", parent=last,
-                            actor=actor)
+        job, created = self._submit(request, last.policy, snapshot, key=f"report-retry:{last.id}",
+                                    parent=last, actor=actor)
+        if created:  # the submission event names the actor; this one says why and what it replaces
+            details: dict[str, Any] = {"retry_of": last.id, **({"note": note} if note else {})}
+            self.store.record_event("retry_requested", actor=actor, job_id=job.id, reason="retry_requested",
+                                    details=details)
+        return job
 
     def get(self, request_id: str, *, tenant: str | None = None) -> RequestDetail:
         request = self._visible(request_id, tenant)
@@ -231,10 +237,10 @@ class ReportRequests:
         return policy.evolve(fields={**values, "sha8": sha256[:8]})
 
     def _submit(self, request: ReportRequest, policy: JobPolicy, snapshot: bytes, *, key: str,
-                parent: Job | None, actor: str) -> Job:
-        """Store the input under a pre-chosen job id, then submit (idempotent on `key`). The class's
-        marks get this job's field values (`{job_id}`, `{date}`, `{sha8}`...), as a watermark
-        submission's do; a retry is a new job, so it gets its own."""
+                parent: Job | None, actor: str) -> tuple[Job, bool]:
+        """(job, created): store the input under a pre-chosen job id, then submit (idempotent on
+        `key`). The class's marks get this job's field values (`{job_id}`, `{date}`, `{sha8}`...), as
+        a watermark submission's do; a retry is a new job, so it gets its own."""
         blobs = self.router.for_region(policy.region)
         job_id = new_id()
         input_key = storage_keys.input_key(request.tenant, job_id)
@@ -247,13 +253,56 @@ class ReportRequests:
             job_id=job_id,
         )
         try:
-            job, _created = self.store.submit(new)
+            job, created = self.store.submit(new)
         except BaseException:
             blobs.delete(input_key)
             raise
         if job.input_key != input_key:
             blobs.delete(input_key)  # an earlier identical submission already owns its input
-        return job
+        return job, created
+
+
+#: What to do instead of a retry, per deterministic failure (others: correct the request, then request again).
+_INSTEAD = {
+    TemplateDataInvalid.code: "correct the data with reports request --supersede (API: \"supersede\": true)",
+    TemplateError.code: "publish a corrected template version (templates create) and request the report "
+                      "with it",
+}
+
+
+def retry_candidate(jobs: Sequence[Job]) -> Job:
+    """The job a retry of the request would replace: its newest (`jobs` oldest first), if that job was
+    canceled or failed in a way another try may not repeat. Raises IllegalTransition (no job yet, or
+    the newest is still active) and RetryWouldFail, saying why and what to do instead, when it failed
+    deterministically (`deterministic_failure`). The API, the CLI and the console's Retry ask this."""
+    if not jobs:
+        raise IllegalTransition("the request has no job to retry yet")
+    last = jobs[-1]
+    if last.state not in (JobState.FAILED, JobState.CANCELED):
+        raise IllegalTransition(f"only a failed or canceled job can be retried; {last.id} is "
+                                f"{last.state.value}")
+    code = last.last_error_code or ""
+    if last.state is JobState.FAILED and deterministic_failure(code) is not None:
+        instead = _INSTEAD.get(code, "correct the request (data, template or class) and request it again")
+        raise RetryWouldFail(f"job {last.id} failed with {code} ({last.last_error_message or 'no message'}); "
+                             "its input and policy are frozen, so a retry would fail the same way: "
+                             f"{instead}")
+    return last
+
+
+def deterministic_failure(code: str | None) -> type[DocumentError] | None:
+    """The error class of `code` when the same input under the same frozen policy fails that way on
+    every try: a DocumentError that is not retryable (core/errors.py: template_error, validation_failed,
+    ...). Not RenderResourceExceeded: its limits are the workers' settings and its time depends on the
+    machine's load. Codes outside the document errors (lease_expired, provider_*, internal_error) are
+    not the document's doing: None."""
+    stack: list[type[DocumentError]] = [DocumentError]
+    while stack:
+        cls = stack.pop()
+        if cls.code == code:
+            return None if cls.retryable or issubclass(cls, RenderResourceExceeded) else cls
+        stack.extend(cls.__subclasses__())
+    return None
 
 
 def check_period(period: str) -> str:

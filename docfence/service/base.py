@@ -54,12 +54,15 @@ class ServiceState:
         self._writes = threading.BoundedSemaphore(store.write_slots)
         self._seal: PasswordSeal | None = None  # loaded on the first password (its key may be remote-only)
 
-    def _visible(self, principal: Principal, job_id: str) -> Job:
-        """Another tenant's job is indistinguishable from a missing one."""
+    def _visible(self, principal: Principal, job_id: str, *, acting: bool = False) -> Job:
+        """Another tenant's job is indistinguishable from a missing one. `acting`: the caller ends the
+        job (cancel), which an operator may do to every tenant's (core/access.py, tenant_view); reads
+        never reach past the key's own tenant."""
         try:
             job = self.store.get(job_id)
         except NotFound:
             raise NotFound(f"no job {job_id}") from None
-        if job.tenant != principal.tenant:
+        reach = principal.tenant_view if acting else principal.tenant
+        if reach is not None and job.tenant != reach:
             raise NotFound(f"no job {job_id}")
         return job

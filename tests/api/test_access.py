@@ -24,7 +24,7 @@ RULES: dict[str, tuple[set[str], bool, bool]] = {
     "POST /v1/jobs/batch": ({"submit", "admin"}, False, False),
     "GET /v1/jobs": ({"read", "admin"}, False, False),  # lists the key's own tenant only
     "GET /v1/jobs/{job_id}": ({"read", "admin"}, True, False),
-    "POST /v1/jobs/{job_id}/cancel": ({"submit", "admin"}, True, False),
+    "POST /v1/jobs/{job_id}/cancel": ({"submit", "admin", "operator"}, True, True),  # operator: with a reason
     "DELETE /v1/jobs/{job_id}": ({"admin"}, True, False),
     "GET /v1/jobs/{job_id}/events": ({"read", "admin"}, True, False),
     "GET /v1/jobs/{job_id}/artifact": ({"read", "admin"}, True, False),
@@ -33,7 +33,7 @@ RULES: dict[str, tuple[set[str], bool, bool]] = {
     "GET /v1/templates/{template_id}/versions/{version}": ({"read", "admin", "operator"}, True, False),
     "POST /v1/report-requests": ({"submit", "admin"}, False, False),
     "GET /v1/report-requests/{request_id}": ({"read", "admin"}, True, False),
-    "POST /v1/report-requests/{request_id}/retry": ({"submit", "admin"}, True, False),
+    "POST /v1/report-requests/{request_id}/retry": ({"submit", "admin", "operator"}, True, True),
     "POST /v1/schedules": ({"submit", "admin"}, False, False),
     "GET /v1/schedules": ({"read", "admin"}, False, False),
     "POST /v1/webhooks/endpoints": ({"admin"}, False, False),
@@ -44,7 +44,8 @@ RULES: dict[str, tuple[set[str], bool, bool]] = {
     "GET /console/api/summary": ({"read", "admin", "operator"}, False, False),
     "GET /console/api/jobs": ({"read", "admin", "operator"}, False, False),
     "GET /console/api/jobs/{job_id}": ({"read", "admin", "operator"}, True, True),
-    "POST /console/api/cancel-matching": ({"submit", "admin"}, False, False),
+    "POST /console/api/cancel-matching/preview": ({"admin", "operator"}, False, False),  # read + cancel
+    "POST /console/api/cancel-matching": ({"submit", "admin", "operator"}, False, False),
     "POST /console/api/pause": ({"operator"}, False, False),
     "POST /console/api/resume": ({"operator"}, False, False),
     "POST /console/api/class-modes": ({"operator"}, False, False),
@@ -132,8 +133,10 @@ def _call(http: httpx.Client, route: str, values: dict[str, str], who: str) -> h
         body = {"json": {"url": f"https://hooks.example.org/{who}"}}
     elif route in ("POST /console/api/pause", "POST /console/api/resume"):
         body = {"json": {"scope": "raster"}}
+    elif route == "POST /console/api/cancel-matching/preview":
+        body = {"json": {"state": "queued", "document_class": "no-such-class"}}
     elif route == "POST /console/api/cancel-matching":
-        body = {"json": {"state": "queued", "document_class": "no-such-class"}}  # cancels nothing
+        body = {"json": {"ids": ["job_no_such_job"], "reason": "access matrix"}}  # cancels nothing
     elif route == "POST /console/api/class-modes":
         body = {"json": {"document_class": "default", "mode": "vector"}}
     params = {"request_id": "DR-1"} if method == "DELETE" else None

@@ -80,7 +80,7 @@ def test_retry_creates_a_second_job_linked_to_the_failed_one(
     with pytest.raises(IllegalTransition):
         requests_uc.retry(detail.request.id, actor="op")  # the job is still queued
     (claim,) = rstore.claim("w1")
-    failed = rstore.fail(claim.job.id, claim.attempt, "w1", "template_error", "bad", retryable=False)
+    failed = rstore.fail(claim.job.id, claim.attempt, "w1", "lease_expired", "bad", retryable=False)
     assert failed.state is JobState.FAILED
     retry = requests_uc.retry(detail.request.id, actor="op")
     assert retry.parent_job_id == failed.id and retry.report_request_id == detail.request.id

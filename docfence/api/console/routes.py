@@ -2,13 +2,13 @@
 
 The page itself is static and holds no data; every JSON call sends `Authorization: Bearer <key>` and
 is checked against core.access like every API route: a tenant key (read or admin) sees its own tenant
-only, with worker hosts and pids replaced by aliases; an operator key sees every tenant and alone may
-pause and resume claims and change class modes.
+only, with worker hosts and pids replaced by aliases; an operator key sees every tenant, may cancel and
+retry every tenant's work with a reason, and alone may pause and resume claims and change class modes.
 """
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -19,9 +19,12 @@ from starlette.concurrency import run_in_threadpool
 
 from docfence.api.console import views
 from docfence.api.deps import ConsoleRead, JobsCancel, OpsClaims, OpsModes, ServiceDep
-from docfence.core.errors import InvalidRequest, JobAlreadyEnded, NotFound
+from docfence.core.access import REASON_CHARS
+from docfence.core.errors import IllegalTransition, InvalidRequest, NotFound
+from docfence.core.records import Job
 from docfence.observability.exposition import CONTENT_TYPE_LATEST, render_metrics
 from docfence.observability.inspect import inspect_job, inspection_dict
+from docfence.reports.requests import retry_candidate
 from docfence.service import Principal, Service
 
 STATIC = Path(__file__).parent / "static"
@@ -40,14 +43,24 @@ class PauseIn(BaseModel):
     reason: str | None = Field(default=None, max_length=200)
 
 
-class CancelMatchingIn(BaseModel):
-    """The job table's filters; only queued and rendering jobs can be canceled."""
+class CancelPreviewIn(BaseModel):
+    """The job table's filters, as `GET /console/api/jobs` takes them (`job_id`: the search box); only
+    queued and rendering jobs can be canceled."""
 
+    job_id: str | None = Field(default=None, max_length=128)
     state: Literal["queued", "rendering"] | None = None
     mode: Literal["vector", "raster"] | None = None
     document_class: str | None = Field(default=None, max_length=64)
+    tenant: str | None = Field(default=None, max_length=64)
     min_age_s: float | None = Field(default=None, ge=0)
-    reason: str | None = Field(default=None, max_length=200)
+
+
+class CancelMatchingIn(BaseModel):
+    """The ids a preview answered and the user confirmed, and why (required, audited on each job)."""
+
+    ids: list[Annotated[str, Field(min_length=1, max_length=128)]] = Field(
+        min_length=1, max_length=views.TABLE_LIMIT)
+    reason: str = Field(min_length=1, max_length=REASON_CHARS)
 
 
 class ModeIn(BaseModel):
@@ -58,6 +71,11 @@ class ModeIn(BaseModel):
 def _tenant(principal: Principal) -> str | None:
     """The tenant this key's console view is limited to (None: every tenant, for an operator)."""
     return principal.tenant_view
+
+
+def _names(principal: Principal, service: Service) -> Callable[[str], str]:
+    """How worker hosts and pids read for this key: as they are for operators, aliased for tenants."""
+    return views.unmasked if principal.allows("ops.workers") else service.worker_alias
 
 
 def _mask_workers(detail: dict[str, Any], principal: Principal, service: Service) -> dict[str, Any]:
@@ -103,7 +121,7 @@ def whoami(principal: ConsoleRead) -> dict[str, Any]:
             "operator": principal.allows("ops.claims"), "admin": "admin" in principal.scopes,
             # what the console offers: the actions call /v1 (like the CLI), which checks again
             "can_cancel": principal.allows("jobs.cancel"), "can_delete": principal.allows("jobs.delete"),
-            "can_retry": principal.allows("reports.request")}
+            "can_retry": principal.allows("reports.retry")}
 
 
 @router.get("/console/api/summary")
@@ -138,52 +156,70 @@ def jobs(
     the last page) asks for the next, older page. `job_id` (the search box) finds that one job, else
     the jobs of the report request with that id, else the jobs with that label, else that filename
     (exact matches, under the other filters, paged like the table)."""
-    own = _tenant(principal)
-    store = service.store
-    now = store.now()
-    names = views.unmasked if principal.allows("ops.workers") else service.worker_alias
-    text = (job_id or "").strip()
-    if text:
-        found = views.find_job(store, text, tenant=own, now=now, worker_name=names)
-        if found:
-            return {"now": now.isoformat(), "jobs": found, "limit": limit, "next_cursor": None}
-    table = functools.partial(
-        views.jobs_table, store, tenant=own or tenant or None, state=state, mode=mode,
-        document_class=document_class or None, min_age_s=min_age_s, now=now, worker_name=names,
-        limit=limit, after=views.parse_cursor(cursor) if cursor else None)
-    rows = (table(label=text) or table(filename=text)) if text else table()
+    store, now = service.store, service.store.now()
+    filters = views.TableFilters(text=job_id or "", state=state, mode=mode, document_class=document_class,
+                                 tenant=tenant, min_age_s=min_age_s)
+    rows = views.table_rows(store, filters, own=_tenant(principal), now=now,
+                            worker_name=_names(principal, service), limit=limit,
+                            after=views.parse_cursor(cursor) if cursor else None)
     nxt = views.cursor_of(rows[-1]) if len(rows) == limit else None
     return {"now": now.isoformat(), "jobs": rows, "limit": limit, "next_cursor": nxt}
 
 
 @router.get("/console/api/jobs/{job_id}")
 def job_detail(job_id: str, service: ServiceDep, principal: ConsoleRead) -> dict[str, Any]:
+    """The job page; `retry` says whether this key may retry the job's report request from here, and
+    when not, why (e.g. a failure a retry would repeat), as `POST /v1/report-requests/{id}/retry` would."""
     own = _tenant(principal)
     ins = inspect_job(service.store, job_id)
     if own is not None and ins.job.tenant != own:
         raise NotFound(f"no job {job_id}")  # another tenant's job looks missing
     detail = inspection_dict(ins, recipient_visible=principal.allows("jobs.recipient"))
+    detail["retry"] = _retry_offer(service, principal, ins.job)
     return _mask_workers(detail, principal, service)
+
+
+def _retry_offer(service: Service, principal: Principal, job: Job) -> dict[str, Any]:
+    """{"offered", "why", "code"}: a report job whose request this key may retry, and the refusal the
+    retry would answer (ReportRequests.retry asks the same `retry_candidate`)."""
+    if job.report_request_id is None or not principal.allows("reports.retry"):
+        return {"offered": False, "why": None, "code": None}
+    try:
+        newest = retry_candidate(service.store.request_jobs(job.report_request_id))
+    except IllegalTransition as exc:  # RetryWouldFail too: it says why and what to do instead
+        return {"offered": False, "why": exc.message, "code": exc.code}
+    if newest.id != job.id:
+        return {"offered": False, "why": f"job {newest.id} is the request's newest: retry from its page",
+                "code": None}
+    return {"offered": True, "why": None, "code": None}
+
+
+@router.post("/console/api/cancel-matching/preview")
+def cancel_matching_preview(body: CancelPreviewIn, service: ServiceDep,
+                            principal: ConsoleRead) -> dict[str, Any]:
+    """Step one of a bulk cancel: the queued and rendering jobs the job table selects under these
+    filters and search text (resolved as `GET /console/api/jobs` resolves them, over every page), at
+    most TABLE_LIMIT: `count`, their `ids` and the first PREVIEW_ROWS `rows`; `more` when further
+    jobs match (cancel these, then preview again). Nothing is canceled here."""
+    principal.require("jobs.cancel")
+    store, now = service.store, service.store.now()
+    filters = views.TableFilters(text=body.job_id or "", state=body.state, mode=body.mode,
+                                 document_class=body.document_class, tenant=body.tenant,
+                                 min_age_s=body.min_age_s)
+    rows, more = views.cancelable_rows(store, filters, own=_tenant(principal), now=now,
+                                       worker_name=_names(principal, service))
+    return {"now": now.isoformat(), "count": len(rows), "more": more, "ids": [r["id"] for r in rows],
+            "rows": rows[:views.PREVIEW_ROWS]}
 
 
 @router.post("/console/api/cancel-matching")
 def cancel_matching(body: CancelMatchingIn, service: ServiceDep, principal: JobsCancel) -> dict[str, Any]:
-    """Bulk cancel: every queued or rendering job of the key's own tenant under the filters (at most
-    TABLE_LIMIT per state per call), each through Service.cancel like `POST /v1/jobs/{id}/cancel`, so each is
-    checked and audited one by one. A job that ended meanwhile is reported as skipped."""
-    store, now = service.store, service.store.now()
-    states = [body.state] if body.state else ["queued", "rendering"]
-    canceled, skipped = [], []
-    for state in states:
-        for row in views.jobs_table(store, tenant=principal.tenant, state=state, mode=body.mode,
-                                    document_class=body.document_class or None, min_age_s=body.min_age_s,
-                                    now=now):
-            try:
-                service.cancel(principal, row["id"], reason=body.reason)
-                canceled.append(row["id"])
-            except JobAlreadyEnded:
-                skipped.append(row["id"])
-    return {"canceled": canceled, "skipped": skipped}
+    """Step two: cancel exactly the ids a preview answered (at most TABLE_LIMIT), each through
+    Service.cancel_many like `POST /v1/jobs/{id}/cancel`, checked and audited one by one with the
+    required reason. A job submitted after the preview is not in the list, so it is never swept in;
+    an id that ended meanwhile, or that this key may not see, is reported in `skipped` with why."""
+    done = service.cancel_many(principal, body.ids, reason=body.reason)
+    return {"canceled": done.canceled, "skipped": done.skipped}
 
 
 @router.post("/console/api/pause")

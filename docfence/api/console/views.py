@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -22,6 +23,8 @@ class ConsoleStore(JobStore, OpsStore, ReportStore, Protocol):
 
 
 TABLE_LIMIT = 200
+PREVIEW_ROWS = 10  # rows a bulk action's confirmation lists by name (it states the count of them all)
+CANCELABLE = ("queued", "rendering")
 COUNT_LIMIT = 1000  # per-tenant counts are bounded scans (the global count is one GROUP BY)
 DURATION_SAMPLE = 100
 THROUGHPUT_MINUTES = 60
@@ -94,6 +97,86 @@ def jobs_table(store: JobStore, *, tenant: str | None, state: str | None, mode: 
                            created_before=now - timedelta(seconds=min_age_s) if min_age_s else None,
                            limit=limit, after=after, label=label, filename=filename)
     return [job_row(j, now, worker_name) for j in jobs]
+
+@dataclass(frozen=True)
+class TableFilters:
+    """The job table's filters as the console sends them; `text` is the search box."""
+
+    text: str = ""
+    state: str | None = None
+    mode: str | None = None
+    document_class: str | None = None
+    tenant: str | None = None
+    min_age_s: float | None = None
+
+
+def table_rows(store: ConsoleStore, f: TableFilters, *, own: str | None, now: datetime,
+               worker_name: Callable[[str], str] = unmasked, limit: int = TABLE_LIMIT,
+               after: tuple[datetime, str] | None = None) -> list[dict[str, Any]]:
+    """What the job table shows for `f` (one page): the search text finds the job with that id, else
+    the jobs of the report request with that id (whatever the other filters say), else the jobs with
+    that label, else with that filename, under the other filters (exact matches); no text: the
+    filters alone. `own`: the key's tenant (None: an operator, who may narrow by `f.tenant`)."""
+    found, match = _resolve(store, f, own=own, now=now, worker_name=worker_name)
+    if found is not None:  # paged by the table's keyset (created_at, id), newest first
+        keyed = sorted(((datetime.fromisoformat(r["created_at"]), r["id"]), r) for r in found)
+        return [r for key, r in reversed(keyed) if after is None or key < after][:limit]
+    if match is None:
+        return []
+    return _page(store, f, own=own, now=now, worker_name=worker_name, limit=limit, after=after,
+                 label=match.label, filename=match.filename)
+
+
+def cancelable_rows(store: ConsoleStore, f: TableFilters, *, own: str | None, now: datetime,
+                    worker_name: Callable[[str], str] = unmasked,
+                    limit: int = TABLE_LIMIT) -> tuple[list[dict[str, Any]], bool]:
+    """The queued and rendering jobs among every page `table_rows` shows for `f` (resolved the same
+    way), at most `limit` (queued first, newest first), and whether more match than that."""
+    states = [s for s in CANCELABLE if f.state in (None, s)]
+    found, match = _resolve(store, f, own=own, now=now, worker_name=worker_name)
+    if found is not None:
+        rows = [r for r in found if r["state"] in states]
+    elif match is None:
+        rows = []
+    else:
+        rows = [row for state in states
+                for row in _page(store, replace(f, state=state), own=own, now=now, worker_name=worker_name,
+                                 limit=limit + 1, label=match.label, filename=match.filename)]
+    return rows[:limit], len(rows) > limit
+
+
+@dataclass(frozen=True)
+class _Match:
+    """The column the search text matches exactly (neither: no search text)."""
+
+    label: str | None = None
+    filename: str | None = None
+
+
+def _resolve(store: ConsoleStore, f: TableFilters, *, own: str | None, now: datetime,
+             worker_name: Callable[[str], str]) -> tuple[list[dict[str, Any]] | None, _Match | None]:
+    """How the search text reads under `f`: (rows found by job or request id, None), or (None, the
+    column it matches), or (None, None) when nothing matches. The column is chosen over every page,
+    so paging never switches from labels to filenames."""
+    text = f.text.strip()
+    if not text:
+        return None, _Match()
+    found = find_job(store, text, tenant=own, now=now, worker_name=worker_name)
+    if found:
+        return found, None
+    for match in (_Match(label=text), _Match(filename=text)):
+        if _page(store, f, own=own, now=now, worker_name=worker_name, limit=1, label=match.label,
+                 filename=match.filename):
+            return None, match
+    return None, None
+
+
+def _page(store: JobStore, f: TableFilters, *, own: str | None, now: datetime,
+          worker_name: Callable[[str], str], limit: int, after: tuple[datetime, str] | None = None,
+          label: str | None = None, filename: str | None = None) -> list[dict[str, Any]]:
+    return jobs_table(store, tenant=own or f.tenant or None, state=f.state, mode=f.mode,
+                      document_class=f.document_class or None, min_age_s=f.min_age_s, now=now,
+                      worker_name=worker_name, limit=limit, after=after, label=label, filename=filename)
 
 
 def age_chart(store: JobStore, tenant: str | None, now: datetime) -> dict[str, Any]:

@@ -74,11 +74,14 @@ async function act(path, options) {
 // -- confirmation -------------------------------------------------------------------------------------------
 let pending = null;
 
-function ask(text, reason, run, request) {
+function ask(text, reason, run, request, items) {
   // reason, request: null (not asked) or { placeholder, pattern (RegExp), hint }; request is the
-  // deletion request id, asked in its own field before the reason.
+  // deletion request id, asked in its own field before the reason. items: the jobs the action names.
   pending = { reason, run, request };
+  $("confirm-ok").disabled = false;
   $("confirm-text").textContent = text;
+  delete $("confirm-text").dataset.count;
+  listJobs(items || []);
   for (const [field, spec] of [["reason", reason], ["request", request]]) {
     $("confirm-" + field + "-label").hidden = !spec;
     $("confirm-" + field).value = "";
@@ -87,6 +90,13 @@ function ask(text, reason, run, request) {
   $("confirm-msg").textContent = "";
   $("confirm").hidden = false;
   if (request) $("confirm-request").focus(); else if (reason) $("confirm-reason").focus();
+}
+
+// The jobs a confirmation names ([{ id, label, tenant }]), listed under its question.
+function listJobs(items) {
+  $("confirm-list").replaceChildren(...items.map((j) => el("li", { "data-job-id": j.id },
+    j.id + (j.label ? " (" + j.label + ")" : "") + (j.tenant ? ", tenant " + j.tenant : ""))));
+  $("confirm-list").hidden = !items.length;
 }
 
 async function confirmed() {
@@ -179,6 +189,17 @@ function drawCharts(s) {
 }
 
 // -- overview ---------------------------------------------------------------------------------------------
+// The job table's filters, the search box included: the table and its bulk action send the same ones.
+function tableFilters() {
+  const f = {};
+  for (const [param, id] of [["job_id", "f-job"], ["state", "f-state"], ["mode", "f-mode"], ["document_class", "f-class"],
+                             ["tenant", "f-tenant"], ["min_age_s", "f-age"]]) {
+    f[param] = $(id).value || null;
+  }
+  if (f.min_age_s !== null) f.min_age_s = Number(f.min_age_s);
+  return f;
+}
+
 async function loadOverview() {
   const s = await api("/console/api/summary");
   const cards = STATES.map((st) => el("div", { class: "card " + st, "data-state": st },
@@ -192,9 +213,8 @@ async function loadOverview() {
     "; store time " + s.now;
   drawCharts(s);
   const q = new URLSearchParams();
-  for (const [param, id] of [["job_id", "f-job"], ["state", "f-state"], ["mode", "f-mode"], ["document_class", "f-class"],
-                             ["tenant", "f-tenant"], ["min_age_s", "f-age"]]) {
-    if ($(id).value) q.set(param, $(id).value);
+  for (const [param, value] of Object.entries(tableFilters())) {
+    if (value !== null) q.set(param, value);
   }
   q.set("limit", $("page-size").value);
   if (cursor) q.set("cursor", cursor);
@@ -260,10 +280,15 @@ async function loadJob(id) {
   $("job-summary").querySelector("dd").setAttribute("data-state", j.state);
   const cancelable = me.can_cancel && ["queued", "rendering"].includes(j.state);
   const deletable = me.can_delete && !j.deleted;
-  const retryable = me.can_retry && !!j.report_request_id && ["failed", "canceled"].includes(j.state);
+  // whether a retry may replace this job is the server's answer (the rule POST .../retry applies)
+  const retryable = me.can_retry && !!d.retry && d.retry.offered;
+  const why = me.can_retry && d.retry && d.retry.why && ["failed", "canceled"].includes(j.state) ? d.retry.why : "";
   $("cancel-btn").hidden = !cancelable;
   $("delete-btn").hidden = !deletable;
   $("retry-btn").hidden = !retryable;
+  $("retry-why").textContent = why ? "No retry: " + why : "";
+  $("retry-why").hidden = !why;
+  $("retry-why").dataset.code = (d.retry && d.retry.code) || "";
   $("job-actions-none").hidden = cancelable || deletable || retryable;
   $("job-actions").dataset.jobId = j.id;
   $("job-actions").dataset.requestId = j.report_request_id || "";
@@ -314,29 +339,66 @@ function cancelJob() {
 
 function retryReport() {
   const request = $("job-actions").dataset.requestId;
-  ask("Retry report request " + request + " with a new job (the same data)?", null, async () => {
-    const r = await act("/v1/report-requests/" + encodeURIComponent(request) + "/retry", { method: "POST" });
+  // an operator acts on a tenant's work: the server requires its reason (a tenant's is optional)
+  ask("Retry report request " + request + " with a new job (the same data)?", me.operator ? REASON : null, async (reason) => {
+    const q = reason ? "?" + new URLSearchParams({ reason }).toString() : "";
+    const r = await act("/v1/report-requests/" + encodeURIComponent(request) + "/retry" + q, { method: "POST" });
     return "report " + request + " retried as job " + r.id;
   });
 }
 
-function bulkCancel() {
-  const state = $("f-state").value;
-  if (state && !["queued", "rendering"].includes(state)) {
-    $("action-msg").textContent = "only queued or rendering jobs can be canceled: change the state filter";
-    $("action-msg").className = "bad";
+function say(text, ok) {
+  $("action-msg").textContent = text;
+  $("action-msg").className = ok ? "ok" : "bad";
+}
+
+// Two steps: the server resolves the table's filters and search into a list of jobs (the preview), the
+// confirmation names that list, and only those ids are canceled: a job that arrives meanwhile is not.
+// The confirmation opens at once and can be confirmed only once it names the list.
+async function bulkCancel() {
+  const filters = tableFilters();
+  if (filters.state && !["queued", "rendering"].includes(filters.state)) {
+    say("only queued or rendering jobs can be canceled: change the state filter", false);
     return;
   }
-  const body = { state: state || null, mode: $("f-mode").value || null,
-                 document_class: $("f-class").value || null,
-                 min_age_s: $("f-age").value ? Number($("f-age").value) : null };
   const shown = Array.from($("jobs").tBodies[0].rows)
     .filter((r) => ["queued", "rendering"].includes(r.dataset.state)).length;
-  ask("Cancel every queued or rendering job of your tenant matching these filters (" + shown +
-      " shown in the table)? This cannot be undone.", REASON, async (reason) => {
-    const r = await act("/console/api/cancel-matching", { method: "POST", body: JSON.stringify(Object.assign(body, { reason })) });
-    return "canceled " + r.canceled.length + " job(s)" + (r.skipped.length ? ", " + r.skipped.length + " had already ended" : "");
+  const scope = me.all_tenants ? " across tenants" : " of your tenant";
+  let p = null;
+  ask("Cancel the queued or rendering jobs" + scope + " matching the filters and search (" + shown +
+      " shown in the table)? Finding exactly which…", REASON, async (reason) => {
+    const r = await act("/console/api/cancel-matching", { method: "POST", body: JSON.stringify({ ids: p.ids, reason }) });
+    const ended = r.skipped.filter((x) => x.why === "ended").length;
+    const hidden = r.skipped.length - ended;
+    return "canceled " + r.canceled.length + " job(s)" + (ended ? ", " + ended + " had already ended" : "") +
+      (hidden ? ", " + hidden + " skipped (not found or busy)" : "");
   });
+  const asked = pending;
+  $("confirm-ok").disabled = true;
+  try {
+    p = await act("/console/api/cancel-matching/preview", { method: "POST", body: JSON.stringify(filters) });
+  } catch (e) {
+    if (pending === asked) { pending = null; $("confirm").hidden = true; }
+    if (!(e instanceof Refused)) say("refused: " + e.message, false);
+    return;
+  } finally {
+    $("confirm-ok").disabled = false;
+  }
+  if (pending !== asked) return;  // the user went back, or another confirmation replaced this one
+  if (!p.count) {
+    pending = null;
+    $("confirm").hidden = true;
+    say("no queued or rendering job matches these filters", true);
+    return;
+  }
+  const rest = p.count - p.rows.length;
+  $("confirm-text").textContent = "Cancel these " + p.count + " queued or rendering job(s)" + scope +
+    " matching the filters and search (" + shown + " shown in the table)" +
+    (rest > 0 ? "; the first " + p.rows.length + " are listed, and " + rest + " more" : "") +
+    (p.more ? "; more jobs match: preview again afterwards" : "") +
+    "? Jobs submitted after this preview are not included. This cannot be undone.";
+  $("confirm-text").dataset.count = String(p.count);
+  listJobs(p.rows.map((r) => ({ id: r.id, label: r.label, tenant: me.all_tenants ? r.tenant : null })));
 }
 
 function deleteJob() {
