@@ -1,6 +1,7 @@
 """LocalBlobStore: artifacts as private files under one root folder. A write goes to a dot-named temp file
 in the target folder, is fsynced, moved into place with os.replace, and the folder is fsynced. A full
-disk or quota (ENOSPC, EDQUOT) anywhere is StorageFull; any other OS error is BlobError."""
+disk or quota (ENOSPC, EDQUOT) anywhere is StorageFull; any other OS error is BlobError. Folders are
+0700 and files 0600 whatever the umask."""
 
 from __future__ import annotations
 
@@ -29,11 +30,12 @@ from docfence.blobs.base import (
 )
 from docfence.core.clock import Clock, SystemClock
 from docfence.core.errors import BlobError, BlobNotFound, ConfigError
+from docfence.core.private_files import PRIVATE_DIR, private_dirs
 
 log = logging.getLogger(__name__)
 
 TEMP_PREFIX = ".tmp-"  # no valid key segment starts with ".", so temp files can never be listed or named
-_DIR_MODE = 0o700  # files are created 0600 by mkstemp: objects are private to the service user
+_DIR_MODE = PRIVATE_DIR  # files are created 0600 by mkstemp: objects are private to the service user
 _MISSING = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
 
 
@@ -42,7 +44,7 @@ class LocalBlobStore:
 
     def __init__(self, root: Path, *, clock: Clock | None = None) -> None:
         try:
-            Path(root).mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
+            private_dirs(root)  # 0700, each missing folder above it too, whatever the umask
         except OSError as exc:
             raise ConfigError(f"blob root {str(root)!r} cannot be created") from exc
         self.root = Path(os.path.realpath(root))

@@ -96,6 +96,9 @@ def _share_metrics(argv: list[str]) -> None:
     counters to the host's shared folder, so `serve`'s /metrics shows the workers' and reconcilers'."""
     if _command_name(argv) not in SHARED_METRICS_COMMANDS:
         return
+    from docfence.core.private_files import private_umask
+
+    private_umask()  # first: the data folder, the counter files and the keys are 0700/0600
     from docfence.cli.serve import check_data_folders
     from docfence.config import load_settings
     from docfence.core.errors import ConfigError

@@ -1,9 +1,11 @@
-"""`docfence audit verify|export` and `docfence delete`: evidence for compliance reviews."""
+"""`docfence audit verify|export` and `docfence delete`: evidence for compliance reviews. An export
+file is 0600 whatever the umask (it names tenants, jobs and actors)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -12,6 +14,7 @@ from typing import Any
 from docfence.cli.errors import say
 from docfence.cli.output import add_json_flag, emit
 from docfence.config import load_settings
+from docfence.core.private_files import open_private
 
 
 def register(sub: Any) -> None:
@@ -62,7 +65,7 @@ def audit_export(args: argparse.Namespace) -> int:
     rt = _runtime()
     events = rt.store.audit_events(args.job) if args.job else rt.store.iter_audit()
     # closed in the finally below (stdout is not ours to close)
-    out = sys.stdout if args.out == "-" else Path(args.out).open("w", encoding="utf-8")  # noqa: SIM115
+    out = sys.stdout if args.out == "-" else os.fdopen(open_private(Path(args.out)), "w", encoding="utf-8")
     count = 0
     try:
         for ev in events:

@@ -52,12 +52,19 @@ def run_serve(args: argparse.Namespace) -> int:
 def check_startup(settings: Settings) -> None:
     """What a long-running command (serve, worker, reconcile) checks before anything starts; raises
     ConfigError naming the path or setting: a local data folder that cannot be created or written, or a
-    password key (DOCFENCE_PASSWORD_KEY, or the data folder's key file) that is not a Fernet key."""
+    password key (DOCFENCE_PASSWORD_KEY, or the data folder's key file) that is not a Fernet key, or a
+    key file that group or others may read. Sets a private umask first: what this process and its
+    children create is 0600/0700."""
+    from docfence.config.key_files import check_key_files
+    from docfence.core.private_files import private_umask
+
+    private_umask()
     check_data_folders(settings)
     if settings.password_key or settings.data_folder() is not None:
         from docfence.blobs.sealed import load_key
 
         load_key(settings)  # the data folder's key file is made here when missing, not at the first upload
+    check_key_files(settings)
 
 
 def check_data_folders(settings: Settings) -> None:

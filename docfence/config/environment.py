@@ -4,7 +4,7 @@ processes docfence starts (a sandbox zygote must not inherit credentials)."""
 from __future__ import annotations
 
 import os
-import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 
@@ -33,18 +33,35 @@ def environment() -> dict[str, str]:
     return dict(os.environ)
 
 
-# variables a sandbox zygote (and so every render process) must not inherit: credentials by name
-_SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSW|CREDENTIAL|DATABASE_URL|STORAGE_URL", re.IGNORECASE)
+#: The variables a zygote, and so every render process (a fork of it, which can read its own
+#: /proc/self/environ), inherits: what the interpreter, the engines and the sandbox's own hooks read.
+#: Everything else stays behind, whatever its name: credentials (DOCFENCE_*, AWS_*, a provider's
+#: `auth_env` such as RENDERCO_AUTH), database and storage URLs, the worker's settings.
+INHERITED = frozenset({
+    "PATH",  # the second reader runs pdfinfo and qpdf by name
+    "HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_DATA_DIRS",  # fontconfig's
+    # cache and configuration (and confine.python_roots lets a render process read HOME's font cache)
+    "FONTCONFIG_FILE", "FONTCONFIG_PATH", "FONTCONFIG_SYSROOT",  # WeasyPrint's fonts, through Pango
+    "LANG", "LANGUAGE", "TZ", "TZDIR",  # text encoding, messages and local time (LC_* below)
+    "TMPDIR",  # the zygote's base for its render processes' private folders (each then sets its own)
+    "GLIBC_TUNABLES",  # malloc's tuning, see with_huge_page_malloc
+    "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHOME",  # what the interpreter may need to start at all
+    "PYTHONUTF8", "PYTHONIOENCODING", "PYTHONDONTWRITEBYTECODE",
+    "DOCFENCE_CONFIG", "DOCFENCE_DEFAULT_CLASS",  # the warm-up's classes (zygote._warm_marks): a path
+    # and a name; the file itself is out of a render process's reach (Landlock)
+    "DOCFENCE_FAULTS", "DOCFENCE_FAULTS_DIR",  # the fault hook (docfence.faults), inert unless set
+    "DOCFENCE_ZYGOTE_TRACE", "DOCFENCE_ZYGOTE_TERM_AT",  # the zygote's test hook (sandbox.stopping)
+})
+INHERITED_PREFIXES = ("LC_",)  # the locale's categories (LC_ALL, LC_CTYPE, ...)
 
 
-def sandbox_environment() -> dict[str, str]:
-    """The environment for a sandbox zygote: this process's, minus every variable whose name marks a
-    credential (DOCFENCE_PASSWORD_KEY, DOCFENCE_SIGNING_SECRET, DOCFENCE_SIGNING_PKCS12_PASSWORD,
-    DOCFENCE_DATABASE_URL, AWS_SECRET_ACCESS_KEY, provider keys...): a render process that a hostile
-    document took over reads its own environment first. glibc's malloc is asked for transparent huge
-    pages (see with_huge_page_malloc)."""
-    env = {name: value for name, value in os.environ.items() if not _SECRET_NAME.search(name)}
-    return with_huge_page_malloc(env)
+def sandbox_environment(source: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a sandbox zygote: the INHERITED variables of `source` (this process's
+    environment by default) and nothing else, glibc's malloc asked for transparent huge pages."""
+    env = os.environ if source is None else source
+    kept = {name: value for name, value in env.items()
+            if name in INHERITED or name.startswith(INHERITED_PREFIXES)}
+    return with_huge_page_malloc(kept)
 
 
 _HUGETLB = "glibc.malloc.hugetlb"

@@ -27,7 +27,7 @@ def spawn_zygote(
                                "--fd", str(theirs.fileno()), "--profile", profile,
                                *(["--command-line", command_line] if command_line else [])),
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, close_fds=True,
-                env=sandbox_environment(),  # no credentials for the zygote's render processes
+                env=sandbox_environment(),  # an allow-list: no credential reaches a render process
             )
     except BaseException:
         ours.close()

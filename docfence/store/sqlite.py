@@ -1,5 +1,6 @@
 """SQLite dialect: one file, WAL with synchronous=FULL, writers serialised by BEGIN IMMEDIATE; wake-ups
-through a folder of datagram sockets next to the file (store/wakeups_sqlite.py).
+through a folder of datagram sockets next to the file (store/wakeups_sqlite.py). The file, its WAL,
+shared-memory and journal files are 0600 whatever the umask (`_private_database`).
 
 Times are REAL epoch seconds in the database and aware UTC datetimes outside it. Driver errors reach
 callers as the StoreError classes PostgreSQL's do (`_translate`). SQLite has no server to end a frozen
@@ -10,6 +11,7 @@ lock, then fails with StoreUnavailable (retryable), never past its lease.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -20,6 +22,7 @@ from typing import Any
 
 from docfence.core.clock import Clock
 from docfence.core.errors import StoreError, StoreUnavailable
+from docfence.core.private_files import create_private_file, private_dirs, tighten
 from docfence.store.queries import load_queries, migrations
 from docfence.store.sqlstore import Row, SqlStore
 from docfence.store.wakeups_sqlite import SocketDirListener, announce, socket_dir
@@ -119,6 +122,19 @@ class _SqliteTx:
         self.ended.extend(job_ids)
 
 
+def _private_database(path: Path) -> None:
+    """The database's folder (0700 when made here) and the file itself, created empty and 0600 before
+    SQLite opens it: SQLite creates a database with the umask (0644), and its WAL, shared-memory and
+    journal files with the database's own mode. An existing file of this user and its side files lose
+    their group and other bits. A file that cannot be made here is left to SQLite, whose error the
+    store translates as for any other open."""
+    private_dirs(path.parent)
+    with contextlib.suppress(OSError):
+        create_private_file(path)
+        for suffix in ("-wal", "-shm", "-journal"):
+            tighten(f"{path}{suffix}")
+
+
 class SqliteStore(SqlStore):
     dialect = "sqlite"
     #: One writer at a time: SQLite serialises writers (BEGIN IMMEDIATE), so callers queue in-process
@@ -137,7 +153,7 @@ class SqliteStore(SqlStore):
         self.queries = load_queries("sqlite")
         self._local = threading.local()
         self._wakeup_folder = socket_dir(Path(self.path).resolve())
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        _private_database(Path(self.path))
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)

@@ -34,6 +34,6 @@ def test_served_process_logs_no_key_or_token(tmp_path: Path) -> None:
         token = redirect.headers["location"].removeprefix("/v1/signed/")
         assert httpx.get(f"{base}/v1/signed/{token}").status_code == 200
     output = log_path.read_text("utf-8", "replace")
-    assert "Uvicorn running" in output or "Application startup complete" in output
+    assert "docfence API running on" in output
     assert token not in output and "/v1/signed/" not in output
     assert key.split("_", 2)[2] not in output

@@ -150,11 +150,11 @@ def test_the_zygote_inherits_no_credential_from_the_environment(monkeypatch: pyt
         "DOCFENCE_DATABASE_URL", "AWS_SECRET_ACCESS_KEY")}
     for name, value in planted.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setenv("DOCFENCE_LOG_LEVEL", "warning")
+    monkeypatch.setenv("DOCFENCE_DEFAULT_CLASS", "default")
     with Sandbox("sign") as box:
         box.start()
         assert box.zygote_pid is not None
         environ = zygote_environ(box.zygote_pid)
-        assert environ.get(b"DOCFENCE_LOG_LEVEL") == b"warning"
+        assert environ.get(b"DOCFENCE_DEFAULT_CLASS") == b"default"
         assert not {name.encode() for name in planted} & set(environ)
         assert _found(box.zygote_pid, {n: v.encode() for n, v in planted.items()}) == {}
