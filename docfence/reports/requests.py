@@ -5,10 +5,14 @@ when the failure would repeat (`retry_candidate`)."""
 from __future__ import annotations
 
 import calendar
+import functools
 import hashlib
 import json
 import logging
+import os
 import re
+import resource
+import signal
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
@@ -24,6 +28,7 @@ from docfence.core.errors import (
     DocumentError,
     IdempotencyConflict,
     IllegalTransition,
+    InternalError,
     InvalidReportData,
     InvalidRequest,
     InvalidWatermark,
@@ -38,6 +43,7 @@ from docfence.core.marks import resolve_fields
 from docfence.core.policy import JobPolicy, Kind, WatermarkSpec
 from docfence.core.records import Job, NewJob, ProviderObservation, ReportRequest, TemplateVersion
 from docfence.core.states import JobState
+from docfence.engines.parallel import Forked
 from docfence.engines.report.data import validate_data
 from docfence.engines.report.render import VARIANTS
 from docfence.reports.templates import check_template_id
@@ -53,7 +59,11 @@ class RequestStore(ReportStore, JobStore, ProviderStore, AuditLog, Protocol):
 log = logging.getLogger(__name__)
 
 LOCAL_PROCESSOR = "local"
-_SUBJECT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+#: The one syntax of a report's `subject`, wherever it enters (API, CLI, schedules): it is a single
+#: path segment (no "/", never "." or ".."), so a folder named after it stays inside its tenant's.
+SUBJECT_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}"
+SUBJECT_RULE = "subject must match [A-Za-z0-9][A-Za-z0-9._:-]* (at most 128 characters)"
+_SUBJECT_RE = re.compile(SUBJECT_PATTERN)
 #: Period keys: a year, half, quarter, ISO week, month or day (the scheduler writes months).
 _PERIOD_RE = re.compile(r"(?P<y>[0-9]{4})(?:-H(?P<h>[12])|-Q(?P<q>[1-4])|-W(?P<w>[0-9]{2})|"
                         r"-(?P<m>[0-9]{2})(?:-(?P<d>[0-9]{2}))?)?")
@@ -203,8 +213,7 @@ class ReportRequests:
 
     def _check(self, spec: RequestSpec) -> tuple[str, int]:
         check_tenant(spec.tenant)
-        if not _SUBJECT_RE.fullmatch(spec.subject or ""):
-            raise InvalidRequest("subject must match [A-Za-z0-9][A-Za-z0-9._:-]* (at most 128 characters)")
+        check_subject(spec.subject)
         check_period(spec.period)
         if spec.variant not in VARIANTS:
             raise InvalidRequest(f"variant must be one of {sorted(v for v in VARIANTS if v)} or null")
@@ -305,6 +314,13 @@ def deterministic_failure(code: str | None) -> type[DocumentError] | None:
     return None
 
 
+def check_subject(subject: str) -> str:
+    """`subject` when it matches SUBJECT_PATTERN; InvalidRequest (field "subject") otherwise."""
+    if not isinstance(subject, str) or not _SUBJECT_RE.fullmatch(subject):
+        raise InvalidRequest(SUBJECT_RULE, field="subject")
+    return subject
+
+
 def check_period(period: str) -> str:
     """A period key (see PERIOD_FORMS) with real months, days and weeks; InvalidRequest otherwise."""
     match = _PERIOD_RE.fullmatch(period or "") if isinstance(period, str) else None
@@ -325,12 +341,45 @@ def _iso_weeks(year: int) -> int:
     return date(year, 12, 28).isocalendar()[1]  # 28 December always lies in the year's last ISO week
 
 
+#: What checking one request's data against its template's schema may cost, in a child process: CPU
+#: seconds (RLIMIT_CPU), and wall-clock seconds (SIGALRM) for a child that gets no CPU on a busy machine.
+DATA_CHECK_CPU_S = 2
+DATA_CHECK_WALL_S = 10
+
+
 def _check_data(template: TemplateVersion, data: Any) -> None:
-    """The template's own check, at request time: 400 naming the failing paths (never the values)."""
+    """The template's own check, at request time: 400 naming the failing paths (never the values).
+    It runs in a forked child under DATA_CHECK_CPU_S of CPU at the lowest priority, so a costly schema
+    or payload spends its own budget, not the API's threads or other tenants' CPU; a check that runs out
+    answers RenderResourceExceeded (422 render_resource_exceeded). Raises TemplateError (422) for a
+    schema that cannot be checked (`check_schema`)."""
+    answer = Forked(functools.partial(_checked_in_child, template.schema, data)).result()
+    if answer is None:  # killed at its CPU or wall-clock budget (or it could not answer)
+        raise RenderResourceExceeded(f"template {template.info.ref}: checking the report data against its "
+                                     f"schema exceeded its budget ({DATA_CHECK_CPU_S} s of CPU)")
+    code, message = answer
+    if code == TemplateDataInvalid.code:
+        raise InvalidReportData(f"template {template.info.ref}: {message}", field="data")
+    if code == TemplateError.code:
+        raise TemplateError(f"template {template.info.ref}: {message}")
+    if code != "ok":
+        raise InternalError(f"the report data check failed unexpectedly ({code})")
+
+
+def _checked_in_child(schema: dict[str, Any], data: Any) -> tuple[str, str]:
+    """(code, message) of `validate_data` in this forked child: "ok", a document error's code, or the
+    name of an unexpected exception (never its text, which may quote the data)."""
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)  # the default action ends the process
+    signal.alarm(DATA_CHECK_WALL_S)
+    resource.setrlimit(resource.RLIMIT_CPU, (DATA_CHECK_CPU_S, DATA_CHECK_CPU_S + 1))  # SIGXCPU, SIGKILL
+    os.nice(19)
     try:
-        validate_data(template.schema, data)
-    except TemplateDataInvalid as exc:
-        raise InvalidReportData(f"template {template.info.ref}: {exc.message}", field="data") from None
+        validate_data(schema, data)
+    except (TemplateDataInvalid, TemplateError) as exc:
+        return exc.code, exc.message
+    except Exception as exc:  # answered as a code: the parent raises InternalError
+        return type(exc).__name__, ""
+    return "ok", ""
 
 
 def _same(request: ReportRequest, fields: dict[str, Any], watermark: dict[str, Any] | None) -> bool:

@@ -22,7 +22,13 @@ from docfence.core.ids import new_id
 from docfence.core.records import Schedule
 from docfence.engines.report.render import VARIANTS
 from docfence.observability import metrics
-from docfence.reports.requests import LOCAL_PROCESSOR, ReportRequests, RequestSpec, parse_template_ref
+from docfence.reports.requests import (
+    LOCAL_PROCESSOR,
+    ReportRequests,
+    RequestSpec,
+    check_subject,
+    parse_template_ref,
+)
 
 log = logging.getLogger(__name__)
 
@@ -57,12 +63,14 @@ class DataSource(Protocol):
 class DirectoryDataSource:
     """Reads `<root>/<tenant>/<subject>/<period>.json`: None while the file does not exist; a file that
     is not UTF-8 JSON holding an object raises TemplateDataInvalid (that schedule waits, reported, until
-    the file is fixed); an unreadable one raises its OSError."""
+    the file is fixed); an unreadable one raises its OSError. A tenant, subject or period that is not
+    its one path segment, or a path that resolves (through a link) outside the tenant's folder, raises
+    InvalidRequest before anything is opened."""
 
     root: Path
 
     def data_for(self, schedule: Schedule, period: str) -> dict[str, Any] | None:
-        path = Path(self.root) / schedule.tenant / schedule.subject / f"{period}.json"
+        path = self.path_of(schedule, period)
         if not path.is_file():
             return None
         try:
@@ -72,6 +80,14 @@ class DirectoryDataSource:
         if not isinstance(data, dict):
             raise TemplateDataInvalid(f"the data file for period {period} must hold a JSON object")
         return data
+
+    def path_of(self, schedule: Schedule, period: str) -> Path:
+        """The data file of `schedule` for `period`, proved to lie inside its tenant's folder."""
+        tenant_dir = Path(self.root) / check_tenant(schedule.tenant)
+        path = tenant_dir / check_subject(schedule.subject) / f"{period_at(period_index(period))}.json"
+        if not path.resolve().is_relative_to(tenant_dir.resolve()):
+            raise InvalidRequest(f"schedule {schedule.id}'s data file lies outside its tenant's folder")
+        return path
 
 
 @dataclass(frozen=True)
@@ -102,6 +118,7 @@ def add_schedule(
     """Create a schedule (or return the one of the same tenant, subject and template@version). Its first
     request is for `start_period`, by default the next period to come due (no back-fill unless asked)."""
     check_tenant(tenant)
+    check_subject(subject)
     template_id, version = parse_template_ref(template)
     if not 1 <= day_of_month <= 28 or not 0 <= catch_up_periods <= MAX_CATCH_UP_PERIODS:
         raise InvalidRequest(f"day_of_month must be 1-28 and catch_up_periods 0-{MAX_CATCH_UP_PERIODS}")
@@ -129,7 +146,9 @@ class Scheduler:
         self.config, self.requests, self.store = config, requests, requests.store
 
     def run_once(self, now: datetime) -> SchedulerResult:
-        """One pass over every schedule. Safe to run twice or on many machines at once."""
+        """One pass over every schedule. Safe to run twice or on many machines at once. A schedule that
+        fails (a bad subject, a data file that is not JSON, a store error) is reported: its id and error
+        code in `result.errors`, a log line and the `scheduler` loop-error metric; the others run."""
         result = SchedulerResult()
         for schedule in self.store.list_schedules():
             try:
