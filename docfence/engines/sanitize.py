@@ -6,9 +6,11 @@ renderer's XMP is stripped, the catalog gets docfence's clean packet of the iden
 (engines/variant_proof.py), and nothing else of the hidden data survives.
 
 Guarantees: visible page content is never touched (content streams, resources, appearance streams); link
-annotations stay, with their URI unless `link_uris` is strip; file-attachment and multimedia annotations are
-removed when their kind is stripped. Raises ActiveContentRefused, naming the kinds, when the class refuses
-what was found. Every walk is bounded (visited sets and depth limits), so a looping structure cannot hang it.
+annotations stay, with their URI unless `link_uris` is strip, or unless its scheme is active (javascript:,
+vbscript:, data:, file: are active content wherever they sit, engines/sanitize_kinds.py); file-attachment
+and multimedia annotations are removed when their kind is stripped. Raises ActiveContentRefused, naming the
+kinds, when the class refuses what was found. Every walk is bounded (visited sets and depth limits), so a
+looping structure cannot hang it.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from docfence.engines.sanitize_kinds import (
     MEDIA_ANNOTATIONS,
     Finding,
     action_kinds,
+    base_uri_kind,
     decision,
 )
 from docfence.engines.variant_proof import Identification, write_identification
@@ -156,6 +159,9 @@ def _document(s: _Sanitizer) -> None:
     if isinstance(root.get("/OpenAction"), pikepdf.Dictionary):
         s.action(root, "/OpenAction", "catalog")
     s.additional_actions(root, "catalog")
+    base = base_uri_kind(root)
+    if base is not None:
+        s.key(root.URI, "/Base", base, "catalog /URI")
     names = root.get("/Names")
     if isinstance(names, pikepdf.Dictionary):
         s.key(names, "/JavaScript", "javascript", "catalog /Names")

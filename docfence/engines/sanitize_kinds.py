@@ -1,8 +1,10 @@
 """What the sanitiser looks for: the kinds of active content and hidden data, how an action is classified,
-and which policy decides each kind. Shared by the sanitiser and the residue check so they cannot drift."""
+and which policy decides each kind. Shared by the sanitiser and the residue check so they cannot drift.
+A URI action is classified by its scheme: javascript:, vbscript:, data: and file: are active content."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pikepdf
@@ -24,9 +26,13 @@ ACTIVE_ACTIONS = {
     "/Sound": "rich_media",
     "/Movie": "rich_media",
 }
+# URI schemes that run code or reach local or inline content: active content wherever the URI sits (a
+# visible link too), whatever link_uris says; any other scheme (http, https, mailto, ...) is a plain URI
+ACTIVE_URI_SCHEMES = {"javascript": "javascript_uri", "vbscript": "vbscript_uri", "data": "data_uri",
+                      "file": "file_uri"}
 ACTIVE_KINDS = frozenset(
     {"javascript", "launch", "uri_action", "submit_form", "import_data", "remote_document", "rich_media",
-     "xfa"}
+     "xfa", *ACTIVE_URI_SCHEMES.values()}
 )
 HIDDEN_KINDS = frozenset({"info_metadata", "xmp_metadata", "thumbnail", "piece_info", "private_data"})
 BOTH_KINDS = frozenset({"embedded_file"})  # active content (issue of executables) and hidden data
@@ -75,6 +81,35 @@ def stripped_kinds(policy: SanitizePolicy) -> frozenset[str]:
     return frozenset(k for k in every if decision(k, policy) == "strip")
 
 
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):")
+_IGNORED = str.maketrans("", "", "\t\n\r")  # readers drop these anywhere in a URI (WHATWG URL parsing)
+
+
+def uri_scheme(value: pikepdf.Object | None) -> str | None:
+    """The lower-cased scheme of a URI as a reader sees it: leading spaces and control characters are
+    skipped and tabs and line breaks removed, as readers tolerate; None when it has none (relative)."""
+    if not isinstance(value, pikepdf.String):
+        return None
+    raw = bytes(value)
+    text = raw[2:].decode("utf-16-be", "replace") if raw[:2] == b"\xfe\xff" else raw.decode("latin-1")
+    text = text.translate(_IGNORED).lstrip("".join(map(chr, range(0x21))))
+    match = _SCHEME.match(text)
+    return match.group(1).lower() if match else None
+
+
+def uri_kind(action: pikepdf.Object) -> str:
+    """The kind of one /URI action: its scheme's kind when the scheme is active, else uri_action."""
+    return ACTIVE_URI_SCHEMES.get(uri_scheme(action.get("/URI")) or "", "uri_action")
+
+
+def base_uri_kind(root: pikepdf.Object) -> str | None:
+    """The kind of the catalog's /URI /Base when its scheme is active (readers resolve relative link URIs
+    against it, so a javascript: base makes every relative link a script); None otherwise."""
+    uri = root.get("/URI")
+    base = uri.get("/Base") if isinstance(uri, pikepdf.Dictionary) else None
+    return ACTIVE_URI_SCHEMES.get(uri_scheme(base) or "")
+
+
 def action_kinds(action: pikepdf.Object) -> list[str]:
     """Kinds of the active actions in `action` and its /Next chain (bounded, loop-safe)."""
     kinds: list[str] = []
@@ -94,6 +129,8 @@ def action_kinds(action: pikepdf.Object) -> list[str]:
                 continue
             seen.add(node.objgen)
         kind = ACTIVE_ACTIONS.get(str(node.get("/S", "")))
+        if kind == "uri_action":
+            kind = uri_kind(node)
         if kind is None and "/JS" in node:
             kind = "javascript"
         if kind:

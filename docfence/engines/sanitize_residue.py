@@ -22,7 +22,9 @@ from docfence.engines.sanitize_kinds import (
     HIDDEN_KEYS,
     MEDIA_ANNOTATIONS,
     Finding,
+    base_uri_kind,
     stripped_kinds,
+    uri_kind,
 )
 from docfence.engines.variant_proof import Identification, docfence_packet, info_is_title_of
 
@@ -43,6 +45,9 @@ def find_residue(pdf: pikepdf.Pdf, policy: SanitizePolicy) -> list[Finding]:
     if "private_data" in wanted:
         private = sorted(k for k in pdf.Root.keys() if k not in CATALOG_KEYS)  # noqa: SIM118 (a set: sorted)
         found += [Finding("private_data", f"catalog {k}") for k in private]
+    base = base_uri_kind(pdf.Root)
+    if base in wanted:
+        found.append(Finding(base, "catalog /URI /Base"))
     seen: set[tuple[int, int]] = set()
     stack: list[tuple[pikepdf.Object, str]] = [(pdf.Root, "catalog")]
     steps = 0
@@ -70,12 +75,13 @@ def find_residue(pdf: pikepdf.Pdf, policy: SanitizePolicy) -> list[Finding]:
 
 
 def _is_kept_link_uri(node: pikepdf.Object, key: str, wanted: frozenset[str]) -> bool:
-    """The plain URI action of a link annotation, when links keep their URIs, is not residue."""
+    """The plain URI action of a link annotation, when links keep their URIs, is not residue; one whose
+    scheme is active (javascript:, data:, ...) is read like any other action."""
     if key != "/A" or "link_uri" in wanted or node.get("/Subtype") != pikepdf.Name.Link:
         return False
     action = node.get("/A")
     return isinstance(action, pikepdf.Dictionary) and action.get("/S") == pikepdf.Name.URI \
-        and "/Next" not in action
+        and "/Next" not in action and uri_kind(action) == "uri_action"
 
 
 def _kinds(node: pikepdf.Object, keys: frozenset[str]) -> list[str]:
@@ -84,6 +90,8 @@ def _kinds(node: pikepdf.Object, keys: frozenset[str]) -> list[str]:
     a lookup of an absent key costs pikepdf as much as a present one, and most nodes hold none of them."""
     kinds = []
     kind = ACTIVE_ACTIONS.get(str(node["/S"])) if "/S" in keys else None
+    if kind == "uri_action":
+        kind = uri_kind(node)
     if kind:
         kinds.append(kind)
     if _is(node, keys, "/JS", pikepdf.String | pikepdf.Stream) or _is(node, keys, "/JavaScript", DICT):

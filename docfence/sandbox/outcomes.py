@@ -5,6 +5,7 @@
 | the child answered with a result                | (ok)                       |         |
 | a coded document error (DocfenceError)          | its own code               | its own |
 | MemoryError (RLIMIT_AS)                         | render_resource_exceeded   | no      |
+| a write past RLIMIT_FSIZE (EFBIG)               | render_resource_exceeded   | no      |
 | killed for its wall-clock budget, or SIGXCPU    | render_resource_exceeded   | no      |
 | any other unexpected exception (engine or ours) | engine_error + error id    | no      |
 | died without an answer (signal, crash, OOM kill)| render_crashed             | yes     |
@@ -69,6 +70,9 @@ def from_exception(exc: BaseException) -> Outcome:
     """Child side: an exception raised by the work, as an outcome."""
     if isinstance(exc, MemoryError):
         err: DocfenceError = RenderResourceExceeded("rendering exceeded its memory limit")
+        return Outcome(False, error_code=err.code, error_message=err.message)
+    if isinstance(exc, OSError) and exc.errno == errno.EFBIG:  # inherit.file_size_limit, SIGXFSZ ignored
+        err = RenderResourceExceeded("rendering exceeded its file-size limit")
         return Outcome(False, error_code=err.code, error_message=err.message)
     if isinstance(exc, DocfenceError):
         return Outcome(False, error_code=exc.code, error_message=exc.message, retryable=exc.retryable,

@@ -26,6 +26,7 @@ from docfence.core.clock import monotonic
 from docfence.core.policy import JobPolicy, Mode
 from docfence.sandbox import protocol
 from docfence.sandbox.confine import available
+from docfence.sandbox.inherit import file_size_limit
 from docfence.sandbox.outcomes import Outcome, from_answer, from_exit, from_fork_failure
 from docfence.sandbox.work import KINDS
 from docfence.sandbox.zygotes import KILL_GRACE_S, Handle, Owner, SandboxUnavailable
@@ -215,6 +216,7 @@ def _request(task: Task, answer: Path) -> dict[str, Any]:
         "kind": task.kind, "input": str(task.input_path), "output": str(task.output_path),
         "answer": str(answer), "policy": task.policy.to_dict(),
         "fsync": task.fsync, "memory_mb": limits.render_memory_mb,
+        "fsize_bytes": file_size_limit(size, limits.max_output_bytes),
         "cpu_s": int(limits.render_budget_s(input_bytes=size, pages=limits.max_pages,
                                             raster_dpi=_raster_dpi(task))) + 1,
     }

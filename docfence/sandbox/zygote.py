@@ -9,7 +9,9 @@ end of its secrets pipe, which only the child reads), {"op": "kill", "token"}. O
 it sends {"pid"} after the fork (or {"fork_failed": errno} when the kernel refuses one) and
 {"exit": wait status} after reaping; the child itself sends {"pages"} and {"answered"}. It dies with
 its parent (PR_SET_PDEATHSIG), and its children die with it, so no render process outlives the
-process that asked for it. Each child confines itself (confine.py) before it reads its document.
+process that asked for it; each child leads its own process group, which the zygote (their subreaper)
+kills when the child ends, so nothing a child started outlives it either (inherit.py). Each child
+confines itself (confine.py) before it reads its document.
 SIGTERM only sets a flag (stopping.py): the warm-up stops at its next checkpoint, the serve loop at its next
 wake-up, then the zygote shuts its children down; no signal handler here ever raises.
 """
@@ -26,14 +28,13 @@ import selectors
 import shutil
 import signal
 import socket
-import stat
 import sys
 import tempfile
 from collections.abc import Callable
 from typing import Any
 
 from docfence.core.policy import Mode
-from docfence.sandbox import protocol
+from docfence.sandbox import inherit, protocol
 from docfence.sandbox.confine import Confinement, ConfinementFailed, confine, prepare
 from docfence.sandbox.heap import collapse_anonymous_memory
 from docfence.sandbox.scratch import hold, remove_orphans
@@ -52,6 +53,7 @@ class Zygote:
         self.children: dict[int, tuple[str, socket.socket]] = {}  # pid -> (token, task socket)
         self.by_token: dict[str, int] = {}
         self._wake_r, self._wake_w = os.pipe()
+        self._devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)  # each child's stdin/out/err
         os.set_blocking(self._wake_w, False)
         os.set_blocking(self._wake_r, False)
 
@@ -131,7 +133,8 @@ class Zygote:
             task.close()
             return
         if pid == 0:
-            _child(task, request, os.getppid(), secrets_fd)  # never returns
+            _child(task, request, os.getppid(), secrets_fd, self._devnull)  # never returns
+        inherit.own_group(pid)  # as the child does: the group exists before either side goes on
         if secrets_fd is not None:
             os.close(secrets_fd)
         self.children[pid] = (token, task)
@@ -150,6 +153,8 @@ class Zygote:
             mark("reap")
             token, task = self.children.pop(pid, ("", None))
             self.by_token.pop(token, None)
+            if task is not None:  # a render process: what it started dies with it; those (and an
+                inherit.kill_group(pid)  # orphan it left, adopted by us) are reaped by this loop too
             shutil.rmtree(private_tmp(pid), ignore_errors=True)  # a killed child could not
             if task is not None:
                 with contextlib.suppress(OSError):
@@ -159,8 +164,7 @@ class Zygote:
     def _shutdown(self) -> None:
         mark("shutdown")
         for pid in list(self.children):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+            inherit.kill_group(pid)  # the render process and everything it started
         mark("shutdown-killed")
         for pid in list(self.children):
             with contextlib.suppress(ChildProcessError):
@@ -173,21 +177,25 @@ class Zygote:
         mark("shutdown-done")
 
 
-def _child(task: socket.socket, request: dict[str, Any], zygote: int, secrets_fd: int | None) -> None:
-    """In the fresh child: drop the zygote's handlers and descriptors, set limits, work, answer, exit.
+def _child(task: socket.socket, request: dict[str, Any], zygote: int, secrets_fd: int | None,
+           devnull: int) -> None:
+    """In the fresh child: its own process group, drop the zygote's handlers and descriptors (all but the
+    task's: inherit.keep_only), set limits, work, answer, exit.
     An exception of docfence's own code here (outside the task, which answers for itself) is answered
     as engine_error with its traceback (outcomes.from_exception); only when no answer can be written
     does the process exit 70 (render_crashed)."""
     code = 0
     cost = _Cost()
     try:
+        inherit.own_group()
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         protocol.die_with_parent(zygote)
         protocol.set_process_name(protocol.RENDER_NAME)
-        _close_other_fds(keep={0, 1, 2, task.fileno()} | ({secrets_fd} if secrets_fd is not None else set()))
+        inherit.keep_only({task.fileno()} | ({secrets_fd} if secrets_fd is not None else set()), devnull)
         _limit(request["memory_mb"], request["cpu_s"])
+        inherit.limit_file_size(request["fsize_bytes"])
         from docfence.sandbox.work import run_task, unconfined
 
         try:
@@ -278,18 +286,6 @@ def _write_answer(path: str, answer: dict[str, Any]) -> None:
 
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(answer, fh)
-
-
-def _close_other_fds(keep: set[int]) -> None:
-    """The control socket, the wake-up pipe and other tasks' sockets stay out of reach of this task's
-    document. Regular files stay open (read-only ones the zygote opened; the fonts are in memory)."""
-    for name in os.listdir("/proc/self/fd"):
-        fd = int(name)
-        if fd in keep:
-            continue
-        with contextlib.suppress(OSError):
-            if stat.S_ISSOCK(os.fstat(fd).st_mode) or stat.S_ISFIFO(os.fstat(fd).st_mode):
-                os.close(fd)
 
 
 def _limit(memory_mb: int, cpu_s: int) -> None:
@@ -455,6 +451,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     protocol.die_with_parent(args.parent)
     protocol.set_process_name(protocol.ZYGOTE_NAME)
+    inherit.become_subreaper()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it ends us
     signal.signal(signal.SIGTERM, _on_term)  # see _Term
     install_test_hook()
