@@ -44,7 +44,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--reference", help="fills {reference} (at most 64 characters)")
     p.add_argument("--timezone", default="UTC", help="time zone of {date} and {datetime} (default UTC)")
     p.add_argument("--password-file", type=Path, help="file whose first line is the PDF password")
-    p.add_argument("--owner-password-policy", choices=["refuse", "keep"], default="refuse")
+    p.add_argument("--owner-password-policy", choices=["keep", "refuse"], default="keep",
+                   help="a file with an owner password only: keep its encryption and permissions as "
+                        "they were (default), or refuse it")
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     p.add_argument("--jobs", type=int, default=0, help="files processed at once (default: the cores)")
     p.set_defaults(func=run)

@@ -35,6 +35,7 @@ class DocumentClass:
     watermark: WatermarkSpec = field(default_factory=WatermarkSpec)
     sanitize: SanitizePolicy = field(default_factory=SanitizePolicy)  # default: strip (leaves the org)
     validation: str = "standard"  # standard | exhaustive (see JobPolicy.validation)
+    owner_password_policy: str = "keep"  # keep | refuse (see JobPolicy.owner_password_policy)
     limits: dict[str, Any] = field(default_factory=dict)  # per-class overrides of [limits], e.g. budgets
     # further marks, limits on a job's marks, fields allowed, time zone of {date}, logos (core/marks.py)
     mark_rules: MarkRules = field(default_factory=MarkRules)
@@ -47,6 +48,9 @@ class DocumentClass:
                               f"{self.max_deadline_s:g}] for class {self.name}")
         if self.validation not in VALIDATION_LEVELS:
             raise ConfigError(f"validation={self.validation!r}: allowed: {', '.join(VALIDATION_LEVELS)}"
+                              f" for class {self.name}")
+        if self.owner_password_policy not in ("keep", "refuse"):
+            raise ConfigError(f"owner_password_policy={self.owner_password_policy!r}: allowed: keep, refuse"
                               f" for class {self.name}")
         unknown = sorted(set(self.limits) - {f.name for f in fields(Limits)})
         if unknown:

@@ -284,7 +284,8 @@ class JobPolicy:
     # standard: prove by structure, render where only pixels prove; exhaustive: also render and
     # text-extract every page of input and output (slower, same verdicts plus pixel evidence everywhere)
     validation: str = "standard"  # standard | exhaustive
-    owner_password_policy: str = "refuse"  # refuse | keep (owner-password-only files)
+    # owner-password-only files: keep (encryption and permissions written back as they were) | refuse
+    owner_password_policy: str = "keep"
     deadline_s: float = 600.0
     lease_ttl_s: float = 30.0
     max_attempts: int = 3

@@ -111,8 +111,40 @@ def _preflight(data: bytes, policy: JobPolicy, password: str | None) -> OpenedPd
     if pdf.is_linearized:
         opened.notes.append("the input's linearization is not kept (the output is not linearized)")
     if encrypted:
-        opened.notes.append("the input's encryption and permissions are kept")
+        kept = keep_encryption(pdf)
+        opened.notes.append(
+            f"the input's encryption and permissions are kept: {kept}; the owner password is unchanged"
+            if policy.mode is Mode.VECTOR else
+            f"the input's permissions are kept (input: {kept}); the raster output is encrypted anew"
+        )
     return opened
+
+
+_ALGORITHMS = {"aes": "AES", "aesv3": "AES", "rc4": "RC4"}
+
+
+def keep_encryption(pdf: pikepdf.Pdf) -> str:
+    """Make the kept /Encrypt dictionary state the key length the file was read with, and describe it.
+
+    qpdf writes the input's encryption back from its /Encrypt dictionary, taking the key length from
+    /Length; a V2-V4 dictionary may omit it (ISO 32000: 40 by default, and an AESV2 crypt filter
+    implies 128), so the writer would otherwise refuse ("unsupported key length") or derive another
+    key. The algorithm, /O, /U, /P and so the owner password stay as they were. Returns e.g.
+    "AES-128 (V4, R4), P=-1052, forbidden: extract, modify_other" (no document content)."""
+    info = pdf.encryption
+    encrypt = pdf.trailer.get("/Encrypt")
+    if isinstance(encrypt, pikepdf.Dictionary) and encrypt.get("/Length") != info.bits:
+        encrypt.Length = info.bits
+    # V1-V3 have no crypt filters (qpdf reports their method as "none"): RC4 is the only cipher there
+    method = info.stream_method.name if info.V >= 4 else "rc4"
+    algorithm = _ALGORITHMS.get(method, method)
+    allow = pdf.allow
+    forbidden = ", ".join(name for name in allow._fields if not getattr(allow, name)) or "nothing"
+    kept = f"{algorithm}-{info.bits} (V{info.V}, R{info.R}), P={info.P}, forbidden: {forbidden}"
+    if info.V == 4 and method == "rc4":
+        # qpdf writes a V4 file's encryption back with AES whatever its crypt filters said (same key)
+        kept += "; its RC4 crypt filter is written as AES-128 (AESV2), with the same key"
+    return kept
 
 
 def check_bytes(data: bytes, limits: Limits) -> None:
