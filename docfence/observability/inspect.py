@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from docfence.core.fields import CALLER_FIELDS
 from docfence.core.marks import HIDDEN, marks_view
-from docfence.core.records import Artifact, Attempt, AuditEvent, Job
+from docfence.core.records import Artifact, Attempt, AuditEvent, Job, failed_validation
 from docfence.core.states import JobState
 from docfence.store.base import AuditLog, JobStore, OpsStore, ProviderStore
 from docfence.store.passes import RowLockHolder
@@ -205,15 +205,33 @@ def _at(value: datetime | None, now: datetime) -> str:
 
 
 def validation_summary(artifact: Artifact | None) -> dict[str, Any] | None:
-    """Check names, outcomes and their (generic) failure messages only."""
+    """The published artifact's report: check names, outcomes, failure messages and details."""
     if artifact is None or not artifact.validation:
         return None
-    report = artifact.validation
+    return report_summary(artifact.validation)
+
+
+def report_summary(report: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Check names, outcomes, their (generic) failure messages and a failed check's details (which
+    page, what differed: never document text), capped as the validator caps them; `attempt` when the
+    report is a failed attempt's (core.records.failed_validation)."""
+    if not report:
+        return None
     checks = [{"name": str(c.get("name")), "ok": bool(c.get("ok")),
-               "failures": [str(f)[:200] for f in c.get("failures", [])][:10]}
+               "failures": [str(f)[:200] for f in c.get("failures", [])][:10],
+               "details": [str(d)[:200] for d in c.get("details", [])][:10]}
               for c in report.get("checks", []) if isinstance(c, dict)]
-    return {"ok": bool(report.get("ok")), "mode": report.get("mode"), "pages": report.get("pages"),
-            "checks": checks}
+    summary = {"ok": bool(report.get("ok")), "mode": report.get("mode"), "pages": report.get("pages"),
+               "checks": checks}
+    if "attempt" in report:
+        summary["attempt"] = report["attempt"]
+    return summary
+
+
+def job_validation(ins: Inspection) -> dict[str, Any] | None:
+    """The published artifact's report, else the report of the newest attempt when it failed
+    validation."""
+    return validation_summary(ins.artifact) or report_summary(failed_validation(ins.attempts))
 
 
 _CODE_CHECKS = ("verification_code_structure", "verification_code_decodes")
@@ -264,11 +282,13 @@ def format_inspection(ins: Inspection, recipient_visible: bool = False) -> str:
         o = ins.observation
         lines.append(f"provider   {o['provider']} status {o['status'] or '-'} ({o['kind']}), "
                      f"observed {_at(o['observed_at'], now)}, {o['passes']} pass(es)")
-    summary = validation_summary(ins.artifact)
+    summary = job_validation(ins)
     if summary:
-        bad = [c["name"] for c in summary["checks"] if not c["ok"]]
-        lines.append(f"validation {'ok' if summary['ok'] else 'FAILED: ' + ', '.join(bad)} "
-                     f"({len(summary['checks'])} checks)")
+        bad = [c for c in summary["checks"] if not c["ok"]]
+        of = f", attempt {summary['attempt']}" if "attempt" in summary else ""
+        outcome = "ok" if summary["ok"] else "FAILED: " + ", ".join(c["name"] for c in bad)
+        lines.append(f"validation {outcome} ({len(summary['checks'])} checks{of})")
+        lines.extend(f"  {c['name']}: {d}" for c in bad for d in c["details"] or c["failures"])
     issued = issue_status(job, ins.artifact)
     if issued["verification"]:
         v = issued["verification"]
@@ -319,7 +339,7 @@ def inspection_dict(ins: Inspection, recipient_visible: bool = False) -> dict[st
         "timeline": timeline(ins, recipient_visible),
         **marks_view(p, recipient_visible=recipient_visible),
         "observation": obs,
-        "validation": validation_summary(ins.artifact),
+        "validation": job_validation(ins),
         "issue": issue_status(job, ins.artifact),  # verification code and signature
         "artifact": _artifact(ins.artifact),
         "paused": ins.paused,

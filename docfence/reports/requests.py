@@ -40,7 +40,7 @@ from docfence.core.errors import (
 )
 from docfence.core.ids import new_id
 from docfence.core.marks import resolve_fields
-from docfence.core.policy import JobPolicy, Kind, WatermarkSpec
+from docfence.core.policy import JobPolicy, Kind, Mode, WatermarkSpec
 from docfence.core.records import Job, NewJob, ProviderObservation, ReportRequest, TemplateVersion
 from docfence.core.states import JobState
 from docfence.engines.parallel import Forked
@@ -139,6 +139,7 @@ class ReportRequests:
         template = self.store.get_template(template_id, version, visible_to=spec.tenant)
         _check_data(template, spec.data)
         policy = self._policy(spec)
+        _check_variant_mode(spec.variant, policy, spec.processor)
         fields = dict(
             tenant=spec.tenant, subject=spec.subject, period=spec.period, template_id=template_id,
             template_version=version, template_sha256=template.info.sha256, variant=spec.variant,
@@ -297,6 +298,20 @@ def retry_candidate(jobs: Sequence[Job]) -> Job:
                              "its input and policy are frozen, so a retry would fail the same way: "
                              f"{instead}")
     return last
+
+
+def _check_variant_mode(variant: str | None, policy: JobPolicy, processor: str) -> None:
+    """A PDF variant survives only vector watermarking (raster keeps no text, fonts or tags), and only
+    docfence's own renderer is asked for one: a variant requested for a class that watermarks in another
+    mode, or from an outside provider, is refused now (InvalidRequest naming `variant`), not failed by
+    every render."""
+    if variant is not None and processor != LOCAL_PROCESSOR:
+        raise InvalidRequest(f"a {variant} report is rendered only by docfence itself (processor "
+                             f"{LOCAL_PROCESSOR!r}), not by {processor!r}", field="variant")
+    if variant is not None and policy.watermark is not None and Mode(policy.mode) is not Mode.VECTOR:
+        raise InvalidRequest(f"a {variant} report cannot be watermarked in {Mode(policy.mode).value} mode "
+                             f"(class {policy.document_class}); use a vector-mode class or no variant",
+                             field="variant")
 
 
 def deterministic_failure(code: str | None) -> type[DocumentError] | None:

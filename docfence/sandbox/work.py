@@ -3,7 +3,8 @@
 Runs only inside a freshly forked child of the zygote; it never talks to the store or the network.
 Task kinds: "watermark" (engines.watermark_document, then the verification code), "report" (a frozen template
 version + data), "provider_check" (a provider's PDF: watermarked and validated when the policy has a mark,
-else opened) and "sign" (an output validated by an earlier task, signed; only this kind gets the key).
+else opened; a requested PDF variant proved either way) and "sign" (an output validated by an earlier
+task, signed; only this kind gets the key).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def run_task(request: dict[str, Any], on_pages: Callable[[int], None],
         data = Path(request["input"]).read_bytes()
         started = monotonic()
         output, pages, validation = _dispatch(request["kind"], data, policy, secrets.get("password"),
-                                              on_pages, secrets.get("signing"))
+                                              on_pages, secrets.get("signing"), request.get("variant"))
         engine_s = monotonic() - started
         _write(request["output"], output, fsync=bool(request.get("fsync")))
         return Outcome(True, pages=pages, validation=validation, engine_s=engine_s)
@@ -52,7 +53,8 @@ def unconfined(exc: Exception) -> Outcome:
 
 
 def _dispatch(kind: str, data: bytes, policy: JobPolicy, password: str | None,
-              on_pages: Callable[[int], None], signing: Any = None) -> tuple[bytes, int, dict[str, Any]]:
+              on_pages: Callable[[int], None], signing: Any = None,
+              variant: str | None = None) -> tuple[bytes, int, dict[str, Any]]:
     from docfence import engines
 
     if kind == "watermark":
@@ -77,23 +79,32 @@ def _dispatch(kind: str, data: bytes, policy: JobPolicy, password: str | None,
         result = render_report_job(data, policy)
         return result.output, result.pages, result.validation
     if kind == "provider_check":
-        return _provider_check(data, policy, on_pages)
+        return _provider_check(data, policy, on_pages, variant)
     raise ValueError(f"unknown sandbox task kind {kind!r}")
 
 
-def _provider_check(data: bytes, policy: JobPolicy,
-                    on_pages: Callable[[int], None]) -> tuple[bytes, int, dict[str, Any]]:
-    """A provider's PDF is untrusted input like any upload."""
+def _provider_check(data: bytes, policy: JobPolicy, on_pages: Callable[[int], None],
+                    variant: str | None = None) -> tuple[bytes, int, dict[str, Any]]:
+    """A provider's PDF is untrusted input like any upload. A report requested as a PDF `variant` must
+    be one when it leaves, watermarked or not: the "variant" check proves it (ValidationFailed)."""
     from docfence import engines
+    from docfence.core.errors import ValidationFailed
+    from docfence.engines.checks import failure_message
+    from docfence.engines.variant_proof import prove_variant
     from docfence.sandbox.report_job import opens_checks
 
     if not data.startswith(b"%PDF-"):
         raise NotAPdf("the provider's output is not a PDF")
     if policy.watermark is not None:
-        result = engines.watermark_document(data, policy.evolve(kind=Kind.WATERMARK), on_pages=on_pages)
+        result = engines.watermark_document(data, policy.evolve(kind=Kind.WATERMARK), on_pages=on_pages,
+                                            variant=variant)
         return result.output, result.pages, result.validation
     pages = _page_count(data)
-    return data, pages, {"ok": True, "mode": "provider", "pages": pages, "checks": opens_checks(pages)}
+    checks = opens_checks(pages) + ([prove_variant(data, variant)] if variant else [])
+    validation = {"ok": all(c["ok"] for c in checks), "mode": "provider", "pages": pages, "checks": checks}
+    if not validation["ok"]:
+        raise ValidationFailed(failure_message(validation), report=validation)
+    return data, pages, validation
 
 
 def _page_count(data: bytes) -> int:

@@ -8,12 +8,13 @@ import hmac
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from docfence.core.access import Principal, check_tenant
 from docfence.core.errors import DocfenceError, InvalidRequest
 from docfence.core.fields import CALLER_FIELDS
 from docfence.core.marks import HIDDEN
-from docfence.core.records import Artifact, Attempt, AuditEvent, Job
+from docfence.core.records import Artifact, Attempt, AuditEvent, Job, failed_validation
 from docfence.core.states import JobState
 from docfence.intake import MAX_LIST_LIMIT, JobQuery, decode_cursor, encode_cursor
 from docfence.service.base import ServiceState
@@ -30,6 +31,8 @@ class JobDetail:
     job: Job
     artifact: Artifact | None
     recipient_visible: bool = False  # the caller may see the marks' recipient, purpose and reference
+    # a job that failed validation: its newest attempt's kept report (core.records.failed_validation)
+    failed_validation: dict[str, Any] | None = None
 
 
 class Reads(ServiceState):
@@ -64,7 +67,10 @@ class Reads(ServiceState):
         marks' recipient only when `principal` may see it (core/access.py: jobs.recipient)."""
         artifact = self.store.artifact(job.id) if job.state is JobState.SUCCEEDED else None
         visible = principal is not None and principal.allows("jobs.recipient")
-        return JobDetail(job, artifact, visible)
+        failed = None
+        if job.last_error_code == "validation_failed":  # only these jobs pay for reading attempts
+            failed = failed_validation(self.store.attempts(job.id))
+        return JobDetail(job, artifact, visible, failed)
 
     def watch_job_end(self, job_id: str, *, on_wake: Callable[[], None] | None = None) -> JobEndWatch:
         """A subscription to the announcement that `job_id` ended, for long-polls (close it when done).

@@ -72,8 +72,11 @@ class JobStore(Protocol):
         self, completions: Sequence[Completion], worker: str
     ) -> dict[tuple[str, int], Job]: ...
     def fail(
-        self, job_id: str, attempt: int, worker: str, code: str, message: str, *, retryable: bool
-    ) -> Job: ...
+        self, job_id: str, attempt: int, worker: str, code: str, message: str, *, retryable: bool,
+        validation: str | None = None,
+    ) -> Job:
+        """`validation`: the failed attempt's validation report (bounded JSON text), kept on its
+        attempt row in the same transaction."""
     def release(self, job_id: str, attempt: int, worker: str) -> Job: ...
     def cancel(self, job_id: str, *, actor: str, reason: str = "cancel_requested",
                note: str | None = None) -> Job:

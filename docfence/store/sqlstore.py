@@ -236,11 +236,13 @@ class SqlStore(JobReads, OperationsQueries, ReconcilePasses, ReportQueries, Webh
         return {(row["id"], int(row["attempt"])): self._job(row) for row in rows}
 
     def fail(
-        self, job_id: str, attempt: int, worker: str, code: str, message: str, *, retryable: bool
+        self, job_id: str, attempt: int, worker: str, code: str, message: str, *, retryable: bool,
+        validation: str | None = None,
     ) -> Job:
         """The worker's error ends its attempt, applying one of three rows: PERMANENT_ERROR (failed);
         RETRYABLE_ERROR (queued again after an exponential back-off) while attempts remain, else
-        RETRIES_EXHAUSTED (failed). Raises StaleAttempt when the attempt is no longer current."""
+        RETRIES_EXHAUSTED (failed). Raises StaleAttempt when the attempt is no longer current.
+        `validation` (bounded JSON text) is kept on the attempt's row in the same transaction."""
         with self._tx() as tx:
             current = tx.one("get_job", id=job_id)
             exhausted = current is not None and current["attempt"] >= current["max_attempts"]
@@ -255,6 +257,8 @@ class SqlStore(JobReads, OperationsQueries, ReconcilePasses, ReportQueries, Webh
             row = self._fenced(tx, t, job_id, attempt, worker=worker, error_code=code,
                                error_message=message[:500], delay_s=delay)
             self._end_attempt(tx, row, event, code)
+            if validation is not None:
+                tx.send("attempt_validation_kept", job_id=job_id, attempt=attempt, validation=validation)
             self._audit_transition(tx, t, [(row, None, worker)], reason=code)
             if t.target.terminal:
                 tx.announce_job_end([job_id])

@@ -1,11 +1,14 @@
 """What an exception nobody expected between claim and commit becomes: a coded failure of that attempt
-with an error id naming its logged traceback, never the end of the worker. Also the worker's start line.
+with an error id naming its logged traceback, never the end of the worker. What of a failed validation
+report its attempt keeps (bounded). Also the worker's start line.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +54,39 @@ def unexpected_failure(exc: Exception, ctx: dict[str, Any]) -> AttemptFailure:
               safe_traceback(exc), extra=extra)
     metrics.record_internal_error()
     return AttemptFailure("internal_error", f"internal error (error id {error_id})", True, error_id)
+
+
+#: The most JSON text of a failed validation report an attempt row keeps.
+MAX_KEPT_VALIDATION = 16 * 1024
+
+_REPORT_KEYS = ("ok", "mode", "level", "pages")
+_CHECK_KEYS = ("name", "ok", "failures", "details", "skipped")
+
+
+def kept_validation(report: Mapping[str, Any] | None) -> str | None:
+    """The report of an attempt that failed validation as JSON text of at most MAX_KEPT_VALIDATION
+    bytes: its outcome and each check's name, outcome, failures and details (already capped per check,
+    never document text). Too long, it keeps only the failed checks, then only their first detail,
+    then only their names, and says so ("trimmed")."""
+    if not report:
+        return None
+    checks = [{k: c[k] for k in _CHECK_KEYS if k in c}
+              for c in report.get("checks", []) if isinstance(c, Mapping)]
+    head = {k: report[k] for k in _REPORT_KEYS if k in report}
+    failed = [c for c in checks if not c.get("ok")]
+    shapes: list[tuple[list[dict[str, Any]], str | None]] = [
+        (checks, None),
+        (failed, "passing checks left out"),
+        ([{**c, "failures": c.get("failures", [])[:1], "details": c.get("details", [])[:1]}
+          for c in failed], "one detail per failed check"),
+        ([{"name": c.get("name"), "ok": False} for c in failed], "failed check names only"),
+    ]
+    for kept, trimmed in shapes:
+        text = json.dumps({**head, "checks": kept, **({"trimmed": trimmed} if trimmed else {})},
+                          sort_keys=True, ensure_ascii=False)
+        if len(text.encode()) <= MAX_KEPT_VALIDATION:
+            return text
+    return json.dumps({**head, "checks": [], "trimmed": "too many failed checks"}, sort_keys=True)
 
 
 def describe_start(settings: Settings, store: object, regions: RegionRouter, worker_id: str) -> str:

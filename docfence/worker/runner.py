@@ -44,7 +44,7 @@ from docfence.storage_keys import job_prefix, staging_key
 from docfence.store.base import JobStore
 from docfence.store.wakeups import Wakeups
 from docfence.worker.committer import Committer, StagedResult
-from docfence.worker.failures import describe_start, unexpected_failure
+from docfence.worker.failures import describe_start, kept_validation, unexpected_failure
 from docfence.worker.leases import Lease, LeaseKeeper, close_thread_connection
 from docfence.worker.outages import Backoff, OutageOutlasted, OutageRetry
 from docfence.worker.signing import sign_output, signing_request
@@ -223,10 +223,12 @@ class Worker:
             if outcome is None:
                 return False  # lease lost or shutdown: nothing recorded as success
             if not outcome.ok:
+                kept = None
                 if outcome.error_code == "validation_failed":
                     metrics.record_validation_report(outcome.validation, job.mode)
+                    kept = kept_validation(outcome.validation)
                 self._fail(claim, outcome.error_code or "engine_error", outcome.error_message or "",
-                           outcome.retryable, retry)
+                           outcome.retryable, retry, validation=kept)
                 return False
             return self._stage(claim, lease, workdir / "output.pdf", outcome, retry)
         except LeaseLost:
@@ -380,11 +382,18 @@ class Worker:
                 return None
         return None
 
-    def _fail(self, claim: Claim, code: str, message: str, retryable: bool, retry: OutageRetry) -> None:
-        """Record the attempt's failure; the store's outages are retried while the lease holds."""
+    def _fail(self, claim: Claim, code: str, message: str, retryable: bool, retry: OutageRetry,
+              validation: str | None = None) -> None:
+        """Record the attempt's failure (with its kept validation report, if any); the store's outages
+        are retried while the lease holds."""
+        args = (claim.job.id, claim.attempt, self.id, code, message)
         try:
-            job = retry.call("recording a failure", lambda: self.store.fail(
-                claim.job.id, claim.attempt, self.id, code, message, retryable=retryable))
+            if validation is None:  # stores in tests that know no reports take the plain call
+                job = retry.call("recording a failure",
+                                 lambda: self.store.fail(*args, retryable=retryable))
+            else:
+                job = retry.call("recording a failure", lambda: self.store.fail(
+                    *args, retryable=retryable, validation=validation))
         except StaleAttempt:
             self._count("discarded")
             metrics.record_discarded("stale_fail")

@@ -12,6 +12,7 @@ from docfence.core.records.jobs import (
     Completion,
     Job,
     NewJob,
+    failed_validation,
 )
 from docfence.core.records.reports import (
     ProviderObservation,
@@ -51,4 +52,5 @@ __all__ = [
     "WebhookAttempt",
     "WebhookDelivery",
     "WebhookEndpoint",
+    "failed_validation",
 ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -128,6 +130,26 @@ class Attempt:
     ended_at: datetime | None
     outcome: str | None  # the Event value that ended it
     error_code: str | None
+    validation: str | None = None  # JSON text: the report of an attempt that failed validation
+
+    @property
+    def validation_report(self) -> dict[str, Any] | None:
+        """The kept validation report of this attempt (failed validation only), else None."""
+        if not self.validation:
+            return None
+        report = json.loads(self.validation)
+        return report if isinstance(report, dict) else None
+
+
+def failed_validation(attempts: Sequence[Attempt]) -> dict[str, Any] | None:
+    """The validation report that explains the job's last failure: the newest attempt's, with its
+    attempt number, when that attempt failed validation; None otherwise (an earlier attempt's report
+    stays on its own row, shown with the attempt history)."""
+    if not attempts:
+        return None
+    newest = max(attempts, key=lambda a: a.attempt)
+    report = newest.validation_report
+    return None if report is None else {"attempt": newest.attempt, **report}
 
 
 @dataclass(frozen=True)

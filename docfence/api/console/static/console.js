@@ -306,9 +306,12 @@ async function loadJob(id) {
   const issued = [code ? "code " + code.status + " (pages " + code.pages + ")" : null,
                   sig ? "signature " + sig.status + (sig.signer ? " by " + sig.signer : "") : null].filter(Boolean);
   $("issue").replaceChildren(issued.length ? issued.join("; ") : "none");
+  // the artifact's report, or the failed attempt's (it names the attempt): a failed check shows its details
+  // (which page, what differed), else its failure messages
   const v = d.validation;
-  $("validation").replaceChildren(v ? el("ul", {}, ...v.checks.map((c) => el("li", { class: c.ok ? "ok" : "bad" },
-    (c.ok ? "✓ " : "✗ ") + c.name + (c.failures.length ? ": " + c.failures.join("; ") : "")))) : "none");
+  $("validation").replaceChildren(v ? el("ul", {}, ...(v.attempt ? [el("li", {}, "attempt " + v.attempt + " failed validation")] : []),
+    ...v.checks.map((c) => { const said = (c.details && c.details.length) ? c.details : c.failures;
+      return el("li", { class: c.ok ? "ok" : "bad" }, (c.ok ? "✓ " : "✗ ") + c.name + (said.length ? ": " + said.join("; ") : "")); })) : "none");
 }
 
 // -- admin --------------------------------------------------------------------------------------------------

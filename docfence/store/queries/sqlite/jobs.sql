@@ -31,6 +31,12 @@ RETURNING lease_expires_at;
 UPDATE attempts SET ended_at = :ended_at, outcome = :outcome, error_code = :error_code
  WHERE job_id = :job_id AND attempt = :attempt AND ended_at IS NULL;
 
+-- name: attempt_validation_kept
+-- The failed attempt's validation report (bounded JSON text), written once: a row that already
+-- holds one keeps it (evidence is never overwritten).
+UPDATE attempts SET validation = :validation
+ WHERE job_id = :job_id AND attempt = :attempt AND validation IS NULL;
+
 -- name: insert_artifact
 -- The artifact of the committing attempt; visible only through the succeeded job naming it.
 INSERT INTO artifacts (job_id, attempt, storage_key, sha256, bytes, pages, validation, created_at)
