@@ -89,12 +89,22 @@ class PasswordSeal:
         return where
 
     def unseal(self, blobs: BlobStore, job_prefix: str) -> str | None:
-        """The job's password, or None when it was submitted without one. BlobError when the sealed
-        blob cannot be opened with this key (a key that differs between API server and worker)."""
+        """The job's password, or None when it was submitted without one (fetch, then open)."""
+        token = self.fetch(blobs, job_prefix)
+        return None if token is None else self.open(token)
+
+    def fetch(self, blobs: BlobStore, job_prefix: str) -> bytes | None:
+        """The sealed blob, or None when the job has none. A storage outage raises the blob store's
+        retryable BlobError, so the worker retries it within the attempt as it does the input."""
         try:
-            token = blobs.get(password_key(job_prefix))
+            return blobs.get(password_key(job_prefix))
         except BlobNotFound:
             return None
+
+    def open(self, token: bytes) -> str:
+        """The password in a sealed blob. BlobError (retryable: another worker may hold the right key)
+        when this key does not open it, a key that differs between API server and worker; never an
+        outage, so it is not retried within the attempt."""
         try:
             return Fernet(self.key).decrypt(token).decode("utf-8")
         except InvalidToken:

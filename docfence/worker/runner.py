@@ -219,7 +219,8 @@ class Worker:
             data = retry.call("reading the input",
                               lambda: store.get(input_key, expected_sha256=job.input_sha256))
             retry.call("copying the input to the scratch folder", lambda: _write_scratch(workdir, data))
-            outcome = self._render(claim, lease, workdir)
+            password = self._password(job, retry)
+            outcome = self._render(claim, lease, workdir, password)
             if outcome is None:
                 return False  # lease lost or shutdown: nothing recorded as success
             if not outcome.ok:
@@ -264,14 +265,14 @@ class Worker:
         log.warning("outage (%s) lasted until the job's deadline; left to the reconciler's deadline pass",
                     out.error.code, extra=ctx)
 
-    def _render(self, claim: Claim, lease: Lease, workdir: Path) -> Outcome | None:
+    def _render(self, claim: Claim, lease: Lease, workdir: Path, password: str | None) -> Outcome | None:
         """The job's outcome from its own render process; None when the lease was lost or shutdown's
         grace ran out (the render process is killed, nothing is recorded as success)."""
         job = claim.job
         kind = "report" if job.policy.kind is Kind.REPORT else "watermark"
         ctx = {"job_id": job.id, "attempt": claim.attempt}  # on the sandbox's own log lines
         task = Task(kind, workdir / "input.pdf", workdir / "output.pdf", job.policy,
-                    password=self._password(job), log_context=ctx)
+                    password=password, log_context=ctx)
         sandbox = self.report_sandbox if kind == "report" else self.sandbox
         started = monotonic()
         cancel = lambda: lease.lost.is_set() or self._grace_over()  # noqa: E731
@@ -287,8 +288,10 @@ class Worker:
         metrics.record_render(job.mode, result.pages, monotonic() - started, ok=result.ok)
         return result
 
-    def _password(self, job: Job) -> str | None:
-        """The job's PDF password, unsealed for its render process only (never logged or stored)."""
+    def _password(self, job: Job, retry: OutageRetry) -> str | None:
+        """The job's PDF password, unsealed for its render process only (never logged or stored). Reading
+        the sealed blob is retried through a storage outage like the input; a key that does not open it
+        is this worker's BlobError (retryable by another worker), not retried within the attempt."""
         if not job.sealed_password:
             return None
         if self._seal is None:
@@ -296,7 +299,9 @@ class Worker:
                 self._seal = PasswordSeal(load_key(self.settings))
             except ConfigError as exc:  # this worker cannot open passwords: its job must not hang
                 raise BlobError(exc.message) from None
-        return self._seal.unseal(self.regions.for_region(job.region), job_prefix(job.tenant, job.id))
+        seal, blobs, prefix = self._seal, self.regions.for_region(job.region), job_prefix(job.tenant, job.id)
+        token = retry.call("reading the sealed password", lambda: seal.fetch(blobs, prefix))
+        return None if token is None else seal.open(token)
 
     def _grace_over(self) -> bool:
         if not self.stopping.is_set():

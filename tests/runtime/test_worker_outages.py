@@ -328,3 +328,34 @@ def test_an_unexpected_exception_is_internal_error_and_its_text_stays_out_of_the
     assert "Traceback" in record.getMessage() and "buggy" in record.getMessage()
     assert text not in record.getMessage()
     assert float(metrics.INTERNAL_ERRORS._value.get()) == before + 1
+
+
+class FlakyPasswordBlobs(FlakyBlobs):
+    """Only reads of the sealed password fail (the first `fail_gets` of them)."""
+
+    def get(self, key: str, **kwargs: Any) -> bytes:
+        if key.endswith("password.sealed"):
+            self.gets += 1
+            if self.gets <= self.fail_gets:
+                raise self.error("injected: storage unreachable")
+        return self.inner.get(key, **kwargs)
+
+
+def test_reading_the_sealed_password_through_an_outage_costs_no_attempt(  # type: ignore[no-untyped-def]
+        store, tmp_path: Path) -> None:
+    """The password blob is read like the input: retried within the attempt, not failed and requeued."""
+    import pikepdf
+
+    settings = _settings(tmp_path)
+    locked = io.BytesIO()
+    with pikepdf.open(io.BytesIO(links())) as pdf:
+        pdf.save(locked, encryption=pikepdf.Encryption(owner="o-pw", user="u-pw", R=6))
+    service = Service(settings, store, RegionRouter.from_config(settings.region_urls()),
+                      signing_secret=b"k" * 32)
+    job, _ = service.submit(PRINCIPAL, io.BytesIO(locked.getvalue()), SubmitRequest(password="u-pw"))
+    blobs = FlakyPasswordBlobs(LocalBlobStore(tmp_path / "objects"), fail_gets=2)
+    before = _retries("storage", "storage_error")
+    Worker(settings, store, RegionRouter({"local": blobs}), backoff=TINY).run(until_idle=True)
+    done = store.get(job.id)
+    assert done.state is JobState.SUCCEEDED and done.attempt == 1, (done.state, done.last_error_code)
+    assert blobs.gets == 3 and _retries("storage", "storage_error") == before + 2
