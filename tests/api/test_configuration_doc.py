@@ -12,6 +12,7 @@ import pytest
 
 from docfence import config
 from docfence.core.policy import Limits, SanitizePolicy, SigningSpec, VerificationSpec, WatermarkSpec
+from docfence.testing.doc_examples import collect
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
@@ -88,10 +89,10 @@ def test_each_section_lists_exactly_the_keys_with_their_defaults(heading: str) -
 
 
 def test_the_example_file_loads(tmp_path: Path) -> None:
-    text = DOC.read_text("utf-8")
-    example = text.split("```toml\n", 1)[1].split("```", 1)[0]
+    """(Every TOML example also runs as a configuration in tests/docs/test_doc_examples.py.)"""
+    example = next(e for e in collect(DOC.parents[1]) if e.id == "docs/configuration.md#toml1")
     path = tmp_path / "docfence.toml"
-    path.write_text(example)
+    path.write_text(example.text)
     settings = config.load_settings(env={"DOCFENCE_CONFIG": str(path)})
     assert set(settings.all_classes()) == {"default", "clinical-summary", "preview"}
     assert settings.document_class(None).watermark.text == "CONFIDENTIAL - external"

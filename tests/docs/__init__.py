@@ -1,0 +1,1 @@
+"""Tests that run the documentation's examples and the all-pairs feature matrix (conftest.py)."""
