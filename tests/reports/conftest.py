@@ -6,15 +6,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
+from docfence.api import create_app
 from docfence.blobs import RegionRouter, open_blob_store
 from docfence.config import DocumentClass, Settings
 from docfence.core.policy import WatermarkSpec
 from docfence.reports import ReportRequests, Templates
 from docfence.samples.monthly_report import load_monthly_bundle
+from docfence.service import Service, build_service
+from docfence.store.base import open_store
 from docfence.store.sqlstore import SqlStore
 from docfence.testing.procs import LONG_BUDGET_LIMITS
+from docfence.testing.servers import running
 
 
 @pytest.fixture
@@ -46,3 +51,17 @@ def monthly(rstore: SqlStore) -> str:
 @pytest.fixture
 def requests_uc(settings: Settings, rstore: SqlStore, router: RegionRouter) -> ReportRequests:
     return ReportRequests(settings, rstore, router, processors=("vendor",))
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[tuple[httpx.Client, Service]]:
+    """A real API server on loopback over a fresh SQLite file (test_api.py has its own `api`)."""
+    settings = Settings(database_url=f"sqlite:///{tmp_path}/docfence.db", storage_url=f"file:{tmp_path}/obj")
+    store = open_store(settings.database_url)
+    service = build_service(settings, store)
+    try:
+        with running(create_app(settings, service=service)) as base, \
+                httpx.Client(base_url=base, timeout=30) as client:
+            yield client, service
+    finally:
+        store.close()

@@ -7,14 +7,11 @@ an operator retries any tenant's report with a required reason, audited as its k
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from docfence.api import create_app
-from docfence.config import Settings
 from docfence.core.errors import IllegalTransition, RetryWouldFail
 from docfence.core.records import Job
 from docfence.core.states import JobState
@@ -22,10 +19,9 @@ from docfence.engines.report.bundle import TemplateBundle
 from docfence.reports import ReportRequests, RequestSpec, Templates
 from docfence.reports.requests import deterministic_failure
 from docfence.samples.monthly_report import MONTHLY_DIR, sample_monthly_data
-from docfence.service import Service, build_service
+from docfence.service import Service
 from docfence.store.base import Store, open_store
 from docfence.store.sqlstore import SqlStore
-from docfence.testing.servers import running
 
 from .test_cli import env, run  # noqa: F401  (the CLI's environment fixture and runner)
 
@@ -88,17 +84,6 @@ def test_a_canceled_report_is_retried(rstore: SqlStore, monthly: str, requests_u
 
 
 # -- the API -------------------------------------------------------------------------------------------------
-@pytest.fixture
-def api(tmp_path: Path) -> Iterator[tuple[httpx.Client, Service]]:
-    settings = Settings(database_url=f"sqlite:///{tmp_path}/docfence.db", storage_url=f"file:{tmp_path}/obj")
-    store = open_store(settings.database_url)
-    service = build_service(settings, store)
-    try:
-        with running(create_app(settings, service=service)) as base, \
-                httpx.Client(base_url=base, timeout=30) as client:
-            yield client, service
-    finally:
-        store.close()
 
 
 def _failed_request(service: Service, subject: str, code: str) -> tuple[str, str]:

@@ -5,22 +5,16 @@ check (straight into the store) answers a coded 422 for every report request, ne
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from docfence.api import create_app
-from docfence.config import Settings
 from docfence.core.errors import TemplateError
 from docfence.engines.report.bundle import TemplateBundle, template_hash
 from docfence.reports import ReportRequests, RequestSpec, Templates
-from docfence.service import Service, build_service
-from docfence.store.base import open_store
+from docfence.service import Service
 from docfence.store.sqlstore import SqlStore
-from docfence.testing.servers import running
 
 CYCLES: dict[str, tuple[dict[str, Any], str]] = {  # name -> (schema, the reference the error names)
     "two_defs": ({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}},
@@ -83,17 +77,6 @@ def test_a_stored_cyclic_schema_answers_template_error(
     assert rstore.list_report_requests("acme") == []
 
 
-@pytest.fixture
-def api(tmp_path: Path) -> Iterator[tuple[httpx.Client, Service]]:
-    settings = Settings(database_url=f"sqlite:///{tmp_path}/docfence.db", storage_url=f"file:{tmp_path}/obj")
-    store = open_store(settings.database_url)
-    service = build_service(settings, store)
-    try:
-        with running(create_app(settings, service=service)) as base, \
-                httpx.Client(base_url=base, timeout=30) as client:
-            yield client, service
-    finally:
-        store.close()
 
 
 def test_http_answers_are_coded_422(api: tuple[httpx.Client, Service]) -> None:
