@@ -1,18 +1,23 @@
-"""The FastAPI app factory and the uvicorn runner (access log off: signed URLs carry tokens in the path)."""
+"""The FastAPI app factory, the methods every path answers to (RFC 9110 `Allow`, OPTIONS) and the uvicorn
+runner (access log off: signed URLs carry tokens in the path)."""
 
 from __future__ import annotations
 
 import errno
 import logging
+import re
 import socket
 
 from fastapi import FastAPI
+from starlette.responses import Response
+from starlette.routing import compile_path
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from docfence.api import jobs, public, reports_routes, verify_routes, webhooks_routes
 from docfence.api.console import install as install_console
-from docfence.api.docs import install_docs
-from docfence.api.errors import error_responses, install_error_handlers
-from docfence.api.gate import RequestGate
+from docfence.api.docs import install_docs, publish_openapi
+from docfence.api.errors import error_response, error_responses, install_error_handlers
+from docfence.api.gate import RequestGate, app_routes
 from docfence.api.protocol import protocol_for
 from docfence.api.request_metrics import RequestMetrics
 from docfence.blobs import BlobStore, RegionRouter
@@ -45,13 +50,77 @@ def create_app(
     verify_routes.install(app, settings, service.clock.monotonic)  # no key; limited per client address
     app.include_router(webhooks_routes.router)
     install_docs(app, settings.server.docs)
+    publish_openapi(app, settings)
     app.state.report_processors = tuple(settings.report_processors)
     install_console(app)  # /console, /console/api/*, /metrics
+    # Inside the rate limit and the gate (an OPTIONS needs no key: no route takes it).
+    app.add_middleware(PathMethods)
     # The key is checked before anything reads the body.
     app.add_middleware(RequestGate, service=service, server=settings.server)
     # Outermost: requests the gate refuses are counted too (by route template, never the raw path).
     app.add_middleware(RequestMetrics)
     return app
+
+
+#: The order `Allow` lists methods in.
+_METHOD_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+class PathMethods:
+    """ASGI middleware: each path is one resource, answering to every method of its routes (RFC 9110).
+
+    FastAPI makes one route per method, and Starlette's 405 names only the first route that matched the
+    path, so `Allow` missed the others (GET /v1/jobs and POST /v1/jobs are two routes). Here a request
+    whose method the path does not take is answered 405 with `Allow` listing all of them, and OPTIONS
+    on any route's path is answered 204 with that `Allow`. Where templates overlap (/v1/jobs/batch and
+    /v1/jobs/{job_id}), the path belongs to the most literal one: /v1/jobs/batch is the batch resource.
+    A path no route matches goes on to the router (404)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self._table: list[tuple[re.Pattern[str], int, frozenset[str]]] | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self._table is None:  # built on the first request, after every router was included
+            self._table = _methods_by_path(scope["app"])
+        allowed = _allowed(self._table, scope["path"])
+        method = scope["method"]
+        if allowed is None or method in allowed:
+            await self.app(scope, receive, send)
+            return
+        allow = ", ".join(m for m in _METHOD_ORDER if m in allowed | {"OPTIONS"})
+        if method == "OPTIONS":
+            answer = Response(status_code=204, headers={"Allow": allow})
+        else:
+            answer = error_response(405, "method_not_allowed", f"{method} is not allowed on this path "
+                                    f"(allowed: {allow})", headers={"Allow": allow})
+        await answer(scope, receive, send)
+
+
+def _methods_by_path(app: FastAPI) -> list[tuple[re.Pattern[str], int, frozenset[str]]]:
+    """(path regex, number of path parameters, methods) per route template, templates merged."""
+    merged: dict[str, set[str]] = {}
+    for path, route in app_routes(app):
+        methods = getattr(route, "methods", None)
+        if methods:  # mounts and websocket routes have none: the router answers for them
+            merged.setdefault(path, set()).update(methods)
+    table = []
+    for path, methods in merged.items():
+        regex, _, params = compile_path(path)
+        table.append((regex, len(params), frozenset(methods)))
+    return table
+
+
+def _allowed(table: list[tuple[re.Pattern[str], int, frozenset[str]]], path: str) -> frozenset[str] | None:
+    """The methods of the most literal template matching `path` (fewest parameters), None if none does."""
+    matches = [(params, methods) for regex, params, methods in table if regex.match(path)]
+    if not matches:
+        return None
+    fewest = min(params for params, _ in matches)
+    return frozenset().union(*(methods for params, methods in matches if params == fewest))
 
 
 class _NoSignedPaths(logging.Filter):

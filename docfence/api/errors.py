@@ -139,10 +139,21 @@ async def _docfence_error(request: Request, exc: Exception) -> JSONResponse:
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     parts = []
-    for err in exc.errors()[:5]:
+    errors = exc.errors()
+    for err in errors[:5]:
         where = ".".join(str(p) for p in err.get("loc", ()))
         parts.append(f"{where}: {err.get('msg', 'invalid')}")
-    return error_response(422, "invalid_request", "; ".join(parts) or "invalid request")
+    return error_response(422, "invalid_request", "; ".join(parts) or "invalid request",
+                          field=_request_field(errors[0].get("loc", ())) if errors else None)
+
+
+def _request_field(loc: Any) -> str | None:
+    """The top-level request field a validation error is about (`("body", "period")` -> "period"), or
+    None when the error is about the body as a whole."""
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in ("body", "query", "path", "header", "cookie"):
+        parts = parts[1:]
+    return parts[0] if parts else None
 
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:

@@ -74,11 +74,13 @@ def needs_key(route: BaseRoute) -> bool:
 
 
 def _is_multipart(route: BaseRoute) -> bool:
+    """Whether the route reads a form: files (File) or a form model holding them (Form); either way it
+    may carry an upload, so its body cap is the upload's."""
     if not isinstance(route, APIRoute):
         return False
-    from fastapi.params import File
+    from fastapi.params import Form
 
-    return any(isinstance(p.field_info, File) for p in route.dependant.body_params)
+    return any(isinstance(p.field_info, Form) for p in route.dependant.body_params)
 
 
 def route_rules(app: Any, server: ServerConfig, max_upload_bytes: int) -> list[RouteRule]:

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import functools
 import json
+import re
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
@@ -15,25 +16,35 @@ from typing import Annotated, Any, Literal
 import anyio
 from fastapi import APIRouter, File, Form, Header, Path, Query, Request, Response, UploadFile
 from fastapi.responses import RedirectResponse
-from pydantic import ValidationError
+from pydantic import AwareDatetime, TypeAdapter, ValidationError, WithJsonSchema
+from pydantic.json_schema import SkipJsonSchema
 from starlette.concurrency import run_in_threadpool
 
 from docfence.api.deps import JobsCancel, JobsDelete, JobsRead, JobsSubmit, ServiceDep
 from docfence.api.errors import error_responses
 from docfence.api.wire import (
+    JOB_MARK,
+    LABEL_PATTERN,
+    PASSWORD_PATTERN,
+    REASON_PATTERN,
     BatchItemIn,
     BatchOut,
     EventsOut,
     JobListOut,
     JobOut,
     batch_out,
+    caller_value_pattern,
+    configured,
     events_out,
     job_out,
 )
 from docfence.core.clock import monotonic
 from docfence.core.errors import InvalidRequest, InvalidWatermark
+from docfence.core.fields import MAX_VALUE_CHARS
+from docfence.core.policy import MAX_MARKS
 from docfence.core.states import JobState
 from docfence.service import (
+    MAX_BATCH_ITEMS,
     MAX_LIST_LIMIT,
     REASON_CHARS,
     JobDetail,
@@ -47,9 +58,27 @@ MAX_WAIT_S = 20.0  # server cap of ?wait=: no request is held longer than this
 SAFETY_POLL_S = 5.0  # ?wait= re-reads the job at least this often, should a wake-up be lost
 SUBMIT_THREADS = 8  # bulkhead: uploads fsync; they must never take every thread status reads need
 JobId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
-#: Checked by Service (check_reason), so the refusal names the field the way every caller sees it.
-Reason = Annotated[str | None, Query(description=f"Why: free text, at most {REASON_CHARS} characters, no "
-                                     "control characters; recorded in the audit event as `details.note`")]
+#: Checked by Service (check_reason), so the refusal names the field the way every caller sees it; the
+#: pattern states the same rule (trimmed, at most REASON_CHARS, no control characters).
+Reason = Annotated[str | SkipJsonSchema[None], Query(
+    description=f"Why: free text, at most {REASON_CHARS} characters once trimmed, no control characters; "
+    "recorded in the audit event as `details.note`", json_schema_extra={"pattern": REASON_PATTERN})]
+# Optional multipart fields: an absent field (or an empty one) is None. multipart has no null, so the
+# schema states only the text form (SkipJsonSchema).
+Text = str | SkipJsonSchema[None]
+Mode = Literal["vector", "raster"] | SkipJsonSchema[None]
+Number = float | SkipJsonSchema[None]
+#: Form fields that carry JSON, published as the JSON they carry (sent as application/json parts).
+WatermarkPart = Annotated[Text, WithJsonSchema({**JOB_MARK, "description": "JSON: WatermarkSpec fields"})]
+MarksPart = Annotated[Text, WithJsonSchema({"type": "array", "items": JOB_MARK, "minItems": 1,
+                                            **configured("max_marks")})]
+ClassName = Annotated[Text, WithJsonSchema(configured("document_class"))]
+ItemsPart = Annotated[Text, WithJsonSchema({"type": "array", "items": BatchItemIn.model_json_schema(),
+                                            "maxItems": MAX_BATCH_ITEMS})]
+Deadline = Annotated[Number, WithJsonSchema(configured("deadline_s"))]
+_MARKS_CHARS = MAX_MARKS * 4000  # a watermark's JSON fits in 4000 characters, escaped
+_BATCH_FILES = {"minItems": 1, "maxItems": MAX_BATCH_ITEMS,  # Service.submit_batch: 1-200 documents
+                "items": {"type": "string", "contentMediaType": "application/octet-stream", "minLength": 1}}
 _RETRY_AFTER = {"description": "Poll hint in seconds (only while the job is active)",
                 "schema": {"type": "string"}}
 
@@ -95,9 +124,11 @@ def _watermark(raw: str | None) -> dict[str, Any] | None:
     return value
 
 
-_LABEL = Form(max_length=200, description="Your own tag for the job (searchable: GET /v1/jobs?label=)")
+_LABEL = Form(max_length=200, description="Your own tag for the job (searchable: GET /v1/jobs?label=)",
+              json_schema_extra={"pattern": LABEL_PATTERN})
 _PASSWORD = Form(max_length=1024, description="The PDF's password: used by its render process only, "
-                 "sealed beside the input, never stored in the database, logs or events")
+                 "sealed beside the input, never stored in the database, logs or events",
+                 json_schema_extra={"pattern": PASSWORD_PATTERN})
 _WAIT = Query(ge=0, le=3600, description=f"Wait up to this many seconds (capped at {MAX_WAIT_S:g}) for the "
               "job to end: 201/200 with the ended job, else 202 with the job as it is")
 
@@ -118,6 +149,11 @@ def _marks(raw: str | None) -> list[Any] | None:
 _HELP = "Value of the {%s} field in mark text (at most %d characters; stored on the job, never logged)"
 
 
+def _caller_field(name: str) -> Any:
+    return Form(max_length=2000, description=_HELP % (name, MAX_VALUE_CHARS[name]),
+                json_schema_extra={"pattern": caller_value_pattern(name)})
+
+
 @router.post(
     "", status_code=201, response_model=JobOut,
     responses={200: {"model": JobOut, "description": "Replay of an earlier identical submission",
@@ -129,21 +165,22 @@ _HELP = "Value of the {%s} field in mark text (at most %d characters; stored on 
 )
 async def submit_job(
     http_request: Request, response: Response, service: ServiceDep, principal: JobsSubmit,
-    file: Annotated[UploadFile, File(description="The PDF to process (its filename is kept on the job)")],
-    document_class: Annotated[str | None, Form(max_length=64)] = None,
-    mode: Annotated[Literal["vector", "raster"] | None, Form()] = None,
-    deadline_s: Annotated[float | None, Form(description="Seconds, within the class's max_deadline_s "
-                                             "(checked against the class, named in the error)")] = None,
-    watermark: Annotated[str | None, Form(max_length=4000, description="JSON: WatermarkSpec fields")] = None,
-    label: Annotated[str | None, _LABEL] = None,
-    password: Annotated[str | None, _PASSWORD] = None,
-    marks: Annotated[str | None, Form(max_length=16000, description="JSON array of marks (text with "
-                                      "{fields} or a class logo by name, position, pages, opacity, angle, "
-                                      "font_size, color, layer); replaces the class's marks")] = None,
-    recipient: Annotated[str | None, Form(max_length=2000, description=_HELP % ("recipient", 120))] = None,
-    purpose: Annotated[str | None, Form(max_length=2000, description=_HELP % ("purpose", 120))] = None,
-    reference: Annotated[str | None, Form(max_length=2000, description=_HELP % ("reference", 64))] = None,
-    idempotency_key: Annotated[str | None, Header(min_length=1, max_length=200)] = None,
+    file: Annotated[UploadFile, File(description="The PDF to process (its filename is kept on the job)",
+                                     json_schema_extra={"minLength": 1})],
+    document_class: Annotated[ClassName, Form(max_length=64)] = None,
+    mode: Annotated[Mode, Form()] = None,
+    deadline_s: Annotated[Deadline, Form(description="Seconds, within the class's max_deadline_s "
+                                         "(checked against the class, named in the error)")] = None,
+    watermark: Annotated[WatermarkPart, Form(max_length=4000)] = None,
+    label: Annotated[Text, _LABEL] = None,
+    password: Annotated[Text, _PASSWORD] = None,
+    marks: Annotated[MarksPart, Form(max_length=_MARKS_CHARS, description="JSON array of marks (text "
+                                     "with {fields} or a class logo by name, position, pages, opacity, "
+                                     "angle, font_size, color, layer); replaces the class's marks")] = None,
+    recipient: Annotated[Text, _caller_field("recipient")] = None,
+    purpose: Annotated[Text, _caller_field("purpose")] = None,
+    reference: Annotated[Text, _caller_field("reference")] = None,
+    idempotency_key: Annotated[str | SkipJsonSchema[None], Header(min_length=1, max_length=200)] = None,
     wait: Annotated[float, _WAIT] = 0.0,
 ) -> JobOut:
     """Submit a watermark job. Same Idempotency-Key and same request: the same job (200).
@@ -179,16 +216,17 @@ async def submit_job(
 )
 async def submit_batch(
     http_request: Request, service: ServiceDep, principal: JobsSubmit,
-    file: Annotated[list[UploadFile], File(description="One part per document, in order")],
-    items: Annotated[str | None, Form(max_length=400_000, description=(
+    file: Annotated[list[UploadFile], File(description="One part per document, in order",
+                                           json_schema_extra=_BATCH_FILES)],
+    items: Annotated[ItemsPart, Form(max_length=400_000, description=(
         "JSON array, one object per `file` part in the same order: document_class, mode, deadline_s, "
         "watermark (object), idempotency_key, label, password; each overrides the batch-wide fields"
     ))] = None,
-    document_class: Annotated[str | None, Form(max_length=64)] = None,
-    mode: Annotated[Literal["vector", "raster"] | None, Form()] = None,
-    deadline_s: Annotated[float | None, Form()] = None,
-    watermark: Annotated[str | None, Form(max_length=4000, description="JSON: WatermarkSpec fields")] = None,
-    label: Annotated[str | None, _LABEL] = None,
+    document_class: Annotated[ClassName, Form(max_length=64)] = None,
+    mode: Annotated[Mode, Form()] = None,
+    deadline_s: Annotated[Deadline, Form()] = None,
+    watermark: Annotated[WatermarkPart, Form(max_length=4000)] = None,
+    label: Annotated[Text, _LABEL] = None,
     partial: Annotated[bool, Query(description="Accept the valid items and answer the others with their "
                                    "error (default: one invalid item refuses the whole batch)")] = False,
 ) -> BatchOut:
@@ -236,8 +274,10 @@ def list_jobs(
     state: Annotated[StateName | None, Query()] = None,
     document_class: Annotated[str | None, Query(max_length=64)] = None,
     mode: Annotated[Literal["vector", "raster"] | None, Query()] = None,
-    created_after: Annotated[datetime | None, Query(description="Inclusive (ISO 8601 with zone)")] = None,
-    created_before: Annotated[datetime | None, Query(description="Exclusive (ISO 8601 with zone)")] = None,
+    created_after: Annotated[Text, Query(description="Inclusive (RFC 3339, with its zone)",
+                                         json_schema_extra={"format": "date-time"})] = None,
+    created_before: Annotated[Text, Query(description="Exclusive (RFC 3339, with its zone)",
+                                          json_schema_extra={"format": "date-time"})] = None,
     label: Annotated[str | None, Query(max_length=200, description="Exact match")] = None,
     filename: Annotated[str | None, Query(max_length=255, description="Exact match")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = 50,
@@ -245,14 +285,32 @@ def list_jobs(
 ) -> JobListOut:
     """Your tenant's jobs under the filters, newest first (creation time, then id: a stable order);
     page with `cursor`. Jobs created meanwhile never shift or repeat a page."""
-    for name, value in (("created_after", created_after), ("created_before", created_before)):
-        if value is not None and value.tzinfo is None:
-            raise InvalidRequest(f"{name} needs a time zone (e.g. 2026-12-01T00:00:00Z)", field=name)
     query = JobQuery(state=state, document_class=document_class or None, mode=mode,
-                     created_after=created_after, created_before=created_before, label=label or None,
+                     created_after=_zoned_time("created_after", created_after),
+                     created_before=_zoned_time("created_before", created_before), label=label or None,
                      filename=filename or None, limit=limit, cursor=cursor or None)
     details, nxt = service.list_jobs(principal, query)
     return JobListOut(jobs=[job_out(d) for d in details], next_cursor=nxt)
+
+
+#: RFC 3339 date-time (the `format` the schema states): a date, a time and a zone, nothing else.
+_RFC3339 = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?"
+                      r"(?:[Zz]|[+-][0-9]{2}:[0-9]{2})")
+_ZONED = TypeAdapter(AwareDatetime)
+
+
+def _zoned_time(name: str, raw: str | None) -> datetime | None:
+    """A filter time as RFC 3339 with its zone; InvalidRequest naming the parameter otherwise (a bare
+    number is not a time here, though pydantic would read it as seconds since 1970)."""
+    if raw is None:
+        return None
+    try:
+        if not _RFC3339.fullmatch(raw):
+            raise ValueError(raw)
+        return _ZONED.validate_python(raw)
+    except (ValueError, ValidationError):
+        raise InvalidRequest(f"{name} must be an RFC 3339 time with its zone (e.g. 2026-12-01T00:00:00Z)",
+                             field=name) from None
 
 
 @router.get(

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, WithJsonSchema
 
 from docfence.api.deps import (
     ReportsRead,
@@ -22,7 +22,8 @@ from docfence.api.deps import (
 from docfence.api.errors import error_responses
 from docfence.api.gate import BODY_CAP_KEY
 from docfence.api.jobs import Reason
-from docfence.api.wire import JobOut, job_out
+from docfence.api.wire import JobOut, Matches, configured, job_out, mark_schema
+from docfence.core.policy import MAX_IMAGE_CHARS
 from docfence.reports import (
     ProviderObservation,
     ReportRequests,
@@ -32,6 +33,7 @@ from docfence.reports import (
     TemplateInfo,
     Templates,
 )
+from docfence.reports.requests import PERIOD_FORMS, SUBJECT_PATTERN, SUBJECT_RULE
 from docfence.reports.scheduler import add_schedule
 from docfence.reports.templates import MAX_TEMPLATE_BYTES
 from docfence.service import Service
@@ -39,6 +41,27 @@ from docfence.service import Service
 router = APIRouter(prefix="/v1", tags=["reports"])
 Id = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
 Variant = Literal["pdf/a-3b", "pdf/ua-1"] | None
+# The rules docfence.reports checks (parse_template_ref, check_period; check_subject's pattern is its
+# own), as the JSON Schema patterns the API enforces first; tests/api/test_openapi_conformance.py proves
+# they agree.
+TEMPLATE_REF = r"^[a-z0-9][a-z0-9_-]{0,63}@[1-9][0-9]{0,8}$"
+_DAY31, _DAY30, _DAY29 = r"(?:0[1-9]|[12][0-9]|3[01])", r"(?:0[1-9]|[12][0-9]|30)", r"(?:0[1-9]|[12][0-9])"
+#: YYYY, YYYY-Hn, YYYY-Qn, YYYY-Www, YYYY-MM, YYYY-MM-DD with real months and days; a year from 0001.
+#: What no pattern says: 29 February outside leap years and week 53 of a 52-week year (refused).
+PERIOD = (r"^(?!0000)[0-9]{4}(?:-H[12]|-Q[1-4]|-W(?:0[1-9]|[1-4][0-9]|5[0-3])|"
+          rf"-(?:(?:0[13578]|1[02])(?:-{_DAY31})?|(?:0[469]|11)(?:-{_DAY30})?|02(?:-{_DAY29})?))?$")
+#: Base64 as the service decodes it (validate=True: the standard alphabet, padded).
+BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+#: A report's watermark may carry its logo itself, as a PNG or SVG data URI.
+_REPORT_MARK = mark_schema({"anyOf": [{"type": "string", "maxLength": MAX_IMAGE_CHARS,
+                                       "pattern": r"^data:image/(?:png|svg\+xml);base64,"},
+                                      {"type": "null"}]})
+ClassName = Annotated[str | None, WithJsonSchema({"anyOf": [configured("document_class"), {"type": "null"}]})]
+Processor = Annotated[str, WithJsonSchema({**configured("processor"), "default": "local"})]
+ReportMark = Annotated[dict[str, Any] | None, WithJsonSchema({"anyOf": [_REPORT_MARK, {"type": "null"}]})]
+Subject = Annotated[str, Matches(f"^{SUBJECT_PATTERN}$", SUBJECT_RULE)]
+TemplateRef = Annotated[str, Matches(TEMPLATE_REF, "template must be written id@version, for example "
+                                                   "monthly@3")]
 
 
 # -- wire models -----------------------------------------------------------------------------------------
@@ -47,7 +70,9 @@ class TemplateIn(BaseModel):
     name: str | None = Field(default=None, max_length=200)
     html: str
     css: str = ""
-    assets: dict[str, str] = Field(default_factory=dict, description="name -> base64 bytes")
+    assets: dict[str, Annotated[str, Matches(BASE64, "assets must map names to base64 text"),
+                                Field(json_schema_extra={"format": "byte"})]] = Field(
+        default_factory=dict, description="name -> base64 bytes")
     json_schema: dict[str, Any] = Field(alias="schema", description="JSON Schema (Draft 2020-12) of the data")
 
 
@@ -70,15 +95,16 @@ class TemplateDetailOut(TemplateOut):
 
 
 class ReportRequestIn(BaseModel):
-    subject: str = Field(min_length=1, max_length=128)
-    period: str = Field(min_length=1, max_length=32)
-    template: str = Field(min_length=3, max_length=80, description="id@version")
-    data: dict[str, Any]
+    subject: Subject = Field(min_length=1, max_length=128)
+    period: Annotated[str, Matches(PERIOD, f"must be {PERIOD_FORMS}")] = Field(
+        min_length=1, max_length=32, description=PERIOD_FORMS)
+    template: TemplateRef = Field(min_length=3, max_length=80, description="id@version")
+    data: dict[str, Any] = Field(description="Checked against the template version's own JSON Schema")
     variant: Variant = None
-    document_class: str | None = Field(default=None, max_length=64)
-    processor: str = Field(default="local", max_length=64)
-    watermark: dict[str, Any] | None = Field(
-        default=None, description="WatermarkSpec fields over the document class's watermark")
+    document_class: ClassName = Field(default=None, max_length=64)
+    processor: Processor = Field(default="local", max_length=64)
+    watermark: ReportMark = Field(default=None,
+                                  description="WatermarkSpec fields over the document class's watermark")
     supersede: bool = Field(default=False, description=(
         "Replace the current request of this subject, period and template@version (whose job ended) by "
         "this one with corrected data; the old request and its jobs stay as evidence"))
@@ -123,13 +149,13 @@ class ReportRequestOut(BaseModel):
 
 
 class ScheduleIn(BaseModel):
-    subject: str = Field(min_length=1, max_length=128)
-    template: str = Field(min_length=3, max_length=80, description="id@version")
+    subject: Subject = Field(min_length=1, max_length=128)
+    template: TemplateRef = Field(min_length=3, max_length=80, description="id@version")
     day_of_month: int = Field(default=1, ge=1, le=28)
     catch_up_periods: int = Field(default=3, ge=0, le=24)
     variant: Variant = None
-    document_class: str | None = Field(default=None, max_length=64)
-    processor: str = Field(default="local", max_length=64)
+    document_class: ClassName = Field(default=None, max_length=64)
+    processor: Processor = Field(default="local", max_length=64)
     start_period: str | None = Field(default=None, pattern=r"^[0-9]{4}-(0[1-9]|1[0-2])$")
 
 

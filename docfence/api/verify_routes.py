@@ -7,14 +7,16 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, FastAPI, File, Form, Query, UploadFile
-from pydantic import BaseModel
+from fastapi import APIRouter, FastAPI, Form, Query, UploadFile
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.json_schema import SkipJsonSchema
 from starlette.concurrency import run_in_threadpool
 
 from docfence.api.deps import ServiceDep
 from docfence.api.errors import error_responses
 from docfence.api.jobs import JobId
 from docfence.api.rate_limit import ClientAddress, ClientRateLimiter, RateLimitMiddleware
+from docfence.api.wire import Matches
 from docfence.config import Settings
 
 router = APIRouter(prefix="/v1/verify", tags=["verification"])
@@ -28,6 +30,24 @@ class VerifyOut(BaseModel):
     issued_at: datetime
     sha256: str
     deleted: bool
+
+
+class VerifyFileIn(BaseModel):
+    """Exactly one of the document and its sha256: the schema's `oneOf` and the validator say the same."""
+
+    model_config = ConfigDict(json_schema_extra={"oneOf": [{"required": ["file"]}, {"required": ["sha256"]}]})
+
+    file: UploadFile | SkipJsonSchema[None] = Field(default=None, description="The document to compare")
+    sha256: Annotated[str, Matches(r"^[0-9A-Fa-f]{64}$", "sha256 must be 64 hexadecimal characters")] | \
+        SkipJsonSchema[None] = Field(default=None, max_length=64, description="Or only its sha256 (hex)")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> VerifyFileIn:
+        if self.file is None and self.sha256 is None:
+            raise ValueError("give the file or its sha256 (one of them)")
+        if self.file is not None and self.sha256 is not None:
+            raise ValueError("give either the file or its sha256, not both")
+        return self
 
 
 class MatchOut(BaseModel):
@@ -45,14 +65,13 @@ def verify(job_id: JobId, service: ServiceDep, c: Code = None) -> VerifyOut:
 
 
 @router.post("/{job_id}", response_model=MatchOut, responses=error_responses(404, 413, 422, 429))
-async def verify_file(
-    job_id: JobId, service: ServiceDep, c: Code = None,
-    file: Annotated[UploadFile | None, File(description="The document to compare")] = None,
-    sha256: Annotated[str | None, Form(max_length=64, description="Or only its sha256 (hex)")] = None,
-) -> MatchOut:
+async def verify_file(job_id: JobId, service: ServiceDep,
+                      form: Annotated[VerifyFileIn, Form(media_type="multipart/form-data")],
+                      c: Code = None) -> MatchOut:
     """Whether a file (or its sha256) is the issued document, byte for byte. Exactly one of `file` and
     `sha256`; the same 404 as GET for anything that is not a verifiable document."""
-    match, digest = await run_in_threadpool(service.verifier.matches, job_id, c, sha256=sha256,
+    file = form.file
+    match, digest = await run_in_threadpool(service.verifier.matches, job_id, c, sha256=form.sha256,
                                             file=file.file if file is not None else None)
     return MatchOut(match=match, sha256=digest)
 

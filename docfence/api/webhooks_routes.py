@@ -7,24 +7,45 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, WithJsonSchema
 
 from docfence.api.deps import Require, ServiceDep
 from docfence.api.errors import error_responses
-from docfence.maintenance.webhook_endpoints import IssuedSecret, WebhookEndpoints
+from docfence.api.wire import code_point_class
+from docfence.core.states import JobState
+from docfence.maintenance.webhook_endpoints import MAX_URL_CHARS, IssuedSecret, WebhookEndpoints
 from docfence.service import Principal
 
 router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"])
 WebhooksManage = Annotated[Principal, Depends(Require("webhooks.manage"))]
 EndpointId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
+# What maintenance.webhook_endpoints checks at creation, as the schema states it. A host written as an
+# address must also pass the SSRF policy (public, or listed in [webhooks] allow_hosts): that depends on
+# the configuration and on which address it is, so the pattern does not try to say it. An IPv6 address
+# in brackets is taken too, and not described here (its grammar would dwarf the rest).
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"  # one DNS label (IDNA: 1-63 characters)
+_PORT = r"(?:[0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
+_UNSAFE = code_point_class("whitespace") + r"#\x00-\x1f\x7f-\x9f"  # controls, #fragment: refused
+URL_PATTERN = rf"^[Hh][Tt][Tt][Pp][Ss]?://(?:{_LABEL}\.)*{_LABEL}\.?(?::{_PORT})?(?:[/?][^{_UNSAFE}]*)?$"
+#: The event types as store.outbox names them (the API may not import the store): a job's or a report
+#: request's terminal state.
+EVENT_TYPES = tuple(f"{subject}.{state.value}" for subject in ("job", "report_request")
+                    for state in JobState if state.terminal)
+_EVENTS = {"anyOf": [{"type": "array", "items": {"const": "*"}, "minItems": 1, "maxItems": 1},
+                     {"type": "array", "items": {"enum": list(EVENT_TYPES)}, "minItems": 1, "maxItems": 10}],
+           "default": ["*"]}
 
 
 class EndpointIn(BaseModel):
-    url: str = Field(min_length=1, max_length=2000, description="The receiver, http:// or https://")
-    events: list[str] = Field(default_factory=lambda: ["*"], min_length=1, max_length=10, description=(
-        "job.succeeded, job.failed, job.canceled, report_request.succeeded, report_request.failed, "
-        "report_request.canceled; or [\"*\"] for all"))
-    description: str | None = Field(default=None, max_length=200)
+    url: str = Field(min_length=1, max_length=MAX_URL_CHARS, description="The receiver, http:// or https://",
+                     json_schema_extra={"pattern": URL_PATTERN})
+    events: Annotated[list[str], WithJsonSchema(_EVENTS)] = Field(
+        default_factory=lambda: ["*"], min_length=1, max_length=10, description=(
+            "job.succeeded, job.failed, job.canceled, report_request.succeeded, report_request.failed, "
+            "report_request.canceled; or [\"*\"] for all"))
+    # lone surrogates are refused too; a class of them is not portable, so the pattern leaves them out
+    description: str | None = Field(default=None, max_length=200, json_schema_extra={
+        "pattern": r"^[^\x00-\x1f\x7f-\x9f]*$"})
 
 
 class EndpointOut(BaseModel):

@@ -108,7 +108,10 @@ class AddressPolicy:
 def check_url(url: str) -> tuple[str, str, int]:
     """(scheme, host, port) of a receiver URL; raises DestinationRefused for anything but a plain
     http(s) URL with a host (no user info, no fragment)."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # e.g. an unbalanced "[" in the host: not a URL at all
+        raise DestinationRefused("the URL is not a valid http(s) URL") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise DestinationRefused("the URL must be http:// or https:// with a host")
     if parts.username is not None or parts.password is not None or parts.fragment:

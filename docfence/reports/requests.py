@@ -342,10 +342,11 @@ def check_period(period: str) -> str:
     ok = match is not None
     if match is not None:
         year, month, day, week = match["y"], match["m"], match["d"], match["w"]
-        if month is not None:
+        ok = int(year) >= 1  # there is no year 0000 (the calendar starts at 0001)
+        if ok and month is not None:
             ok = 1 <= int(month) <= 12 and (day is None or
                                             1 <= int(day) <= calendar.monthrange(int(year), int(month))[1])
-        if week is not None:
+        if ok and week is not None:
             ok = 1 <= int(week) <= _iso_weeks(int(year))
     if not ok:
         raise InvalidRequest(f"period={period!r}: must be {PERIOD_FORMS}", field="period")

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from docfence.core.errors import ConfigError, InvalidWatermark
-from docfence.core.fields import CALLER_FIELDS, check_value
+from docfence.core.fields import CALLER_FIELDS, JOB_FIELDS, check_value
 from docfence.core.marks import MarkRules, blank_marks, resolve_marks
 from docfence.core.policy import JobPolicy, WatermarkSpec
 
@@ -40,7 +40,7 @@ def checked_marks(rules: MarkRules, base: WatermarkSpec,
     try:
         first, more = resolve_marks(rules, base, given_watermark=request.watermark, given_marks=request.marks)
         caller = {name: check_value(name, value) for name, value in caller_fields(request).items()}
-        blank = blank_marks((first, *more), {**caller, "job_id": "x", "tenant": "x", "date": "x"})
+        blank = blank_marks((first, *more), {**caller, **{name: "x" for name in JOB_FIELDS}})
         if blank:
             raise ConfigError(f"mark {blank[0]} draws nothing once its fields are filled (give "
                               f"{', '.join(CALLER_FIELDS)} as its text needs)", field="marks")

@@ -1,6 +1,6 @@
 """A job that failed validation shows its attempt's whole report (every failed check, which page, what
-differed) in the service's job view, `docfence inspect` (text and --json, the console's view), on
-SQLite and PostgreSQL, through a real worker. Never document text."""
+differed) in the service's job view, GET /v1/jobs/{id}, `docfence inspect` (text and --json, the
+console's view), on SQLite and PostgreSQL, through a real worker. Never document text."""
 
 from __future__ import annotations
 
@@ -44,6 +44,12 @@ def test_a_failed_jobs_views_carry_its_validation_report(any_env: ApiEnv) -> Non
     assert failed["watermark_rendered"]["details"] == [DETAIL]
     assert any(c["ok"] for c in report["checks"])  # the passing checks are part of the report
 
+    with env.client() as client:  # GET /v1/jobs/{id} carries the same report
+        over_api = client.get(job.id).raw["validation"]
+    assert over_api["attempt"] == 1 and over_api["ok"] is False
+    assert {c["name"]: c["details"] for c in over_api["checks"] if not c["ok"]} == {
+        name: c["details"] for name, c in failed.items()}
+
     as_json = json.loads(_inspect(env, job.id, "--json").stdout)
     shown = as_json["validation"]
     assert shown["attempt"] == 1 and shown["ok"] is False
@@ -64,3 +70,5 @@ def test_a_job_that_failed_otherwise_has_no_report(any_env: ApiEnv) -> None:
     env.store.fail(job.id, claim.attempt, "test-worker", "validation_failed", "x", retryable=False)
     assert env.service.describe(env.store.get(job.id)).failed_validation is None
     assert json.loads(_inspect(env, job.id, "--json").stdout)["validation"] is None
+    with env.client() as client:
+        assert client.get(job.id).raw["validation"] is None
