@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path
 from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from docfence.api.deps import ServiceDep
@@ -63,11 +64,20 @@ async def healthz() -> StatusOut:
     return StatusOut(status="ok")
 
 
-@router.get("/readyz", response_model=StatusOut, tags=["meta"], responses={503: {"model": StatusOut}})
+class ReadyOut(BaseModel):
+    status: str
+    reason: str | None = None  # set when the store answers but cannot serve this version (schema)
+
+
+@router.get("/readyz", response_model=ReadyOut, tags=["meta"], responses={503: {"model": ReadyOut}})
 async def readyz(service: ServiceDep) -> JSONResponse:
-    """The store answers."""
-    ready = await run_in_threadpool(service.store_ready)
-    return JSONResponse({"status": "ok" if ready else "unavailable"}, status_code=200 if ready else 503)
+    """The store answers and its schema is current for this version (every migration it ships is
+    applied); 503 otherwise, with a `reason` naming the schema versions when the schema is behind."""
+    answer = await run_in_threadpool(service.readiness)
+    body = {"status": "ok" if answer.ready else "unavailable"}
+    if answer.reason is not None:
+        body["reason"] = answer.reason
+    return JSONResponse(body, status_code=200 if answer.ready else 503)
 
 
 @router.get(

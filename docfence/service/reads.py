@@ -35,6 +35,22 @@ class JobDetail:
     failed_validation: dict[str, Any] | None = None
 
 
+@dataclass(frozen=True)
+class Readiness:
+    """The readiness answer: `reason` says why not when the store answers but cannot serve this code."""
+
+    ready: bool
+    reason: str | None = None
+
+
+def schema_current(applied: int, known: int) -> bool:
+    """Every migration this code ships is applied (`applied` is the newest applied, `known` the newest
+    this code ships). A database ahead of the code is current too: a newer release migrated it, and
+    expand-then-contract (docs/deploy.md) promises that the previous release runs against it, so old
+    servers stay in the load balancer while a rolling upgrade replaces them."""
+    return applied >= known
+
+
 class Reads(ServiceState):
     """get, list_jobs, events, watch_job_end: what a caller may see of its jobs."""
 
@@ -103,8 +119,18 @@ class Reads(ServiceState):
         return "worker-" + hmac.new(self._secret, actor.encode(), hashlib.sha256).hexdigest()[:10]
 
     def store_ready(self) -> bool:
+        """Whether this process may take traffic (`readiness()`)."""
+        return self.readiness().ready
+
+    def readiness(self) -> Readiness:
+        """Ready when the store answers and its schema is current for this code (`schema_current`);
+        otherwise why not. Reads only; it never migrates."""
         try:
             self.store.now()
+            applied, known = self.store.schema_versions()
         except DocfenceError:
-            return False
-        return True
+            return Readiness(False)
+        if not schema_current(applied, known):
+            return Readiness(False, f"database schema is at migration {applied}, this version needs "
+                                    f"{known}: run 'docfence db upgrade'")
+        return Readiness(True)

@@ -46,6 +46,8 @@ class StoreLifecycle(Protocol):
     write_slots: int
 
     def migrate(self) -> list[str]: ...
+    def schema_versions(self) -> tuple[int, int]:
+        """(applied, known): the newest migration applied, the newest this code ships."""
     def close(self) -> None: ...
 
 

@@ -9,7 +9,7 @@ from datetime import datetime
 from docfence.core.errors import NotFound
 from docfence.core.records import Artifact, Attempt, AuditEvent, Job
 from docfence.core.states import JobState
-from docfence.store.sqlbase import SqlBase, _json
+from docfence.store.sqlbase import SqlBase, _json, known_fields
 
 
 class JobReads(SqlBase):
@@ -49,7 +49,7 @@ class JobReads(SqlBase):
     def attempts(self, job_id: str) -> list[Attempt]:
         with self._tx(write=False) as tx:
             rows = tx.all("list_attempts", job_id=job_id)
-        return [Attempt(**r) for r in rows]
+        return [Attempt(**known_fields(Attempt, r)) for r in rows]
 
     def artifact(self, job_id: str) -> Artifact | None:
         with self._tx(write=False) as tx:
@@ -58,7 +58,7 @@ class JobReads(SqlBase):
             return None
         row["key"] = row.pop("storage_key")
         row["validation"] = _json(row["validation"])
-        return Artifact(**row)
+        return Artifact(**known_fields(Artifact, row))
 
     def audit_events(self, job_id: str) -> list[AuditEvent]:
         with self._tx(write=False) as tx:

@@ -56,6 +56,13 @@ def _translate(exc: psycopg.Error, conn: psycopg.Connection[Row]) -> tuple[Store
             return StoreUnavailable(message), False
     if isinstance(exc, psycopg.OperationalError) or conn.closed or conn.broken:
         return StoreUnavailable("the PostgreSQL connection failed"), True
+    if isinstance(exc, psycopg.errors.FeatureNotSupported):
+        # 0A000 is what a session's prepared statement answers once a migration changed its table
+        # ("cached plan must not change result type"; no SQLSTATE of its own): PostgreSQL re-plans on
+        # the next call, so retry. No query of ours uses an unsupported feature otherwise (the store
+        # contract suite runs every one), so the class alone decides, never the message text.
+        return StoreConflict("PostgreSQL re-planned a statement after a schema change (0A000); "
+                             "nothing was written, retry"), False
     if isinstance(exc, psycopg.errors.UniqueViolation):
         return StoreError("a unique constraint was violated"), False
     if isinstance(exc, psycopg.errors.InsufficientPrivilege):  # e.g. terminating another role's session

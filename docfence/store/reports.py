@@ -21,7 +21,7 @@ from docfence.core.records.reports import (
     TemplateInfo,
     TemplateVersion,
 )
-from docfence.store.sqlbase import Row, SqlBase, _json
+from docfence.store.sqlbase import Row, SqlBase, _json, known_fields
 
 REPORTS_CHAIN = "reports"  # the audit chain of template, request and schedule events
 #: `visible_to` of template reads: every template (internal use, the CLI). None means shared templates
@@ -55,8 +55,7 @@ def _json_or_none(value: dict[str, Any] | None) -> str | None:
     return None if value is None else json.dumps(value, sort_keys=True)
 
 
-def _fields(cls: type[Any], row: Row) -> dict[str, Any]:
-    return {name: row[name] for name in cls.__dataclass_fields__}
+_fields = known_fields  # the record's fields only: columns of newer releases are ignored
 
 
 class ReportQueries(SqlBase):

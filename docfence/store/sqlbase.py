@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any, Protocol
 
 from docfence.core.clock import Clock
@@ -18,6 +18,7 @@ from docfence.core.records import ApiKey, AuditEvent, Job
 from docfence.core.states import Event, JobState, Transition
 from docfence.store.audit import event_hash
 from docfence.store.outbox import append_outbox
+from docfence.store.queries import migrations
 
 Row = dict[str, Any]
 Details = dict[str, Any] | None  # an audit event's details (None: none)
@@ -86,6 +87,14 @@ class SqlBase:
         assert row is not None
         now: datetime = row["now"]
         return now
+
+    def schema_versions(self) -> tuple[int, int]:
+        """(applied, known): the newest migration applied to this database (0 before the first), and
+        the newest migration file of this dialect this code ships. Raises StoreError when unreadable."""
+        with self._tx(write=False) as tx:
+            row = tx.one("schema_version")
+        assert row is not None
+        return int(row["version"]), _newest_migration(self.dialect)
 
     # -- applying a row of the table ------------------------------------------------------------
     def _apply(self, tx: Tx, t: Transition, **params: Any) -> list[Row]:
@@ -197,16 +206,23 @@ class SqlBase:
         return Job(**data)
 
     def _event(self, row: Row) -> AuditEvent:
-        row = dict(row)
-        row["details"] = _json(row["details"])
-        return AuditEvent(**row)
+        data = known_fields(AuditEvent, row)
+        data["details"] = _json(row["details"])
+        return AuditEvent(**data)
 
 
 _JOB_FIELDS = [f for f in Job.__dataclass_fields__ if f not in ("state", "policy")]
 
 
+def known_fields(cls: type[Any], row: Row) -> dict[str, Any]:
+    """The row's values of the record's fields, and only those: a column a newer release added is
+    ignored, so this version keeps reading every row during a rolling upgrade and after a rollback
+    (docs/deploy.md, schema compatibility). Never build a record from a whole `SELECT *` row."""
+    return {name: row[name] for name in cls.__dataclass_fields__}
+
+
 def _api_key(row: Row) -> ApiKey:
-    data = dict(row)
+    data = known_fields(ApiKey, row)
     data["scopes"] = tuple(s for s in str(data["scopes"]).split(",") if s)
     return ApiKey(**data)
 
@@ -229,3 +245,9 @@ def _json(value: Any) -> Any:
 
 def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
+
+
+@cache
+def _newest_migration(dialect: str) -> int:
+    """The number of the newest migration file of `dialect` (0 when it has none)."""
+    return max((number for number, _, _ in migrations(dialect)), default=0)

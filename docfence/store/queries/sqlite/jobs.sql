@@ -5,6 +5,10 @@
 -- The store's clock.
 SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now;
 
+-- name: schema_version
+-- The newest migration applied to this database (0 before the first).
+SELECT coalesce(max(version), 0) AS version FROM schema_migrations;
+
 -- name: find_by_idempotency
 -- The job a tenant created with an idempotency key.
 SELECT * FROM jobs WHERE tenant = :tenant AND idempotency_key = :idempotency_key;
