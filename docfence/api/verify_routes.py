@@ -16,6 +16,7 @@ from docfence.api.deps import ServiceDep
 from docfence.api.errors import error_responses
 from docfence.api.jobs import JobId
 from docfence.api.rate_limit import ClientAddress, ClientRateLimiter, RateLimitMiddleware
+from docfence.api.upload_limits import UploadCap
 from docfence.api.wire import Matches
 from docfence.config import Settings
 
@@ -69,7 +70,9 @@ async def verify_file(job_id: JobId, service: ServiceDep,
                       form: Annotated[VerifyFileIn, Form(media_type="multipart/form-data")],
                       c: Code = None) -> MatchOut:
     """Whether a file (or its sha256) is the issued document, byte for byte. Exactly one of `file` and
-    `sha256`; the same 404 as GET for anything that is not a verifiable document."""
+    `sha256`; the same 404 as GET for anything that is not a verifiable document. Anyone may call it,
+    so a file may have at most `server.max_verify_upload_bytes` (4 MiB by default; 413
+    `upload_too_large` beyond, before the body is read): send the sha256 of a larger one."""
     file = form.file
     match, digest = await run_in_threadpool(service.verifier.matches, job_id, c, sha256=form.sha256,
                                             file=file.file if file is not None else None)
@@ -77,10 +80,13 @@ async def verify_file(job_id: JobId, service: ServiceDep,
 
 
 def install(app: FastAPI, settings: Settings, clock: Callable[[], float]) -> None:
-    """The routes and their per-address limiter (mounted inside the request gate's body limits);
-    `clock` is the service's monotonic clock, so tests refill the buckets by moving a fake clock."""
+    """The routes, their upload cap and their per-address limiter (mounted inside the request gate's body
+    limits; the limiter runs first, so refused uploads cost a request too); `clock` is the service's
+    monotonic clock, so tests refill the buckets by moving a fake clock."""
     app.include_router(router)
     config = settings.verification
+    app.add_middleware(UploadCap, prefix=router.prefix + "/", method="POST",
+                       max_file_bytes=settings.server.max_verify_upload_bytes, server=settings.server)
     app.add_middleware(RateLimitMiddleware, prefix=router.prefix + "/",
                        limiter=ClientRateLimiter(config.requests_per_minute, config.burst, clock=clock),
                        clients=ClientAddress(settings.server.trusted_proxies))

@@ -6,6 +6,7 @@ The signed-URL download goes through a second httpx client that has no Authoriza
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import random
@@ -290,10 +291,10 @@ class DocfenceClient:
                 response = self._public.get(url, params=params)
             elif isinstance(document, bytes):
                 response = self._public.post(url, params=params, files={"file": ("document.pdf", document)})
-            elif document is not None:
-                path = Path(document)
-                with path.open("rb") as fh:
-                    response = self._public.post(url, params=params, files={"file": (path.name, fh)})
+            elif document is not None:  # hashed here: the server takes a file of a few MB only
+                with Path(document).open("rb") as fh:
+                    digest = hashlib.file_digest(fh, "sha256").hexdigest()
+                response = self._public.post(url, params=params, data={"sha256": digest})
             else:
                 response = self._public.post(url, params=params, data={"sha256": str(sha256)})
         except httpx.HTTPError as exc:

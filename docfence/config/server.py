@@ -24,6 +24,9 @@ class ServerConfig:
     keep_alive_s: float = 5.0  # an idle keep-alive connection is closed after this
     max_header_bytes: int = 16 * 1024
     max_json_body_bytes: int = 1024 * 1024  # every JSON route unless it declares its own cap
+    # the file `POST /v1/verify/{id}` accepts (no key: anyone may send one); its sha256 has no limit.
+    # 413 beyond it, on the declared length or as soon as a streamed body passes it
+    max_verify_upload_bytes: int = 4 * 1024 * 1024
     max_pending_connections: int = 256  # connections still sending their headers
     max_concurrent_auth: int = 8  # key look-ups in flight; more wait without holding a thread
     docs: bool = True  # /docs: Swagger UI served from the package (no CDN); /openapi.json is always on
@@ -39,8 +42,8 @@ class ServerConfig:
         for name in ("header_timeout_s", "body_idle_timeout_s", "body_timeout_s", "keep_alive_s"):
             if not 0 < getattr(self, name) <= 86400:
                 raise ConfigError(f"server.{name} must be in (0, 86400]")
-        for name in ("max_header_bytes", "max_json_body_bytes", "max_pending_connections",
-                     "max_concurrent_auth"):
+        for name in ("max_header_bytes", "max_json_body_bytes", "max_verify_upload_bytes",
+                     "max_pending_connections", "max_concurrent_auth"):
             if isinstance(getattr(self, name), bool) or not 0 < getattr(self, name) <= 2**40:
                 raise ConfigError(f"server.{name} must be a positive integer")
 

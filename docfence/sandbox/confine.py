@@ -8,8 +8,9 @@ the working folder), read another process's /proc entry (the worker's environmen
 URL and credentials; Landlock's own ptrace rule does not cover /proc/PID/environ; its descendants cannot
 read their own either), bind or connect a TCP socket, reach an abstract Unix socket, or signal a process
 outside itself. seccomp: it cannot create a socket at all (UDP, a pathname Unix socket such as
-PostgreSQL's, netlink) nor an io_uring that could. Its subprocesses (the second reader) and forked
-pieces inherit all of it; files opened before the fork stay readable.
+PostgreSQL's, netlink) nor an io_uring that could, leave its process group (setsid, setpgid), change
+a uid or enter a namespace (its process limit's counter stays its own). Its subprocesses (the second
+reader) and forked pieces inherit all of it; files opened before the fork stay readable.
 """
 
 from __future__ import annotations
@@ -45,7 +46,10 @@ SYSTEM_READ = ("/usr/bin", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libexec
                "/etc/poppler", "/sys/devices/system/cpu")
 DEVICES_READ = ("/dev/urandom", "/dev/random", "/dev/zero")
 DEVICES_WRITE = ("/dev/null",)
-DENIED_SYSCALLS = ("socket", "io_uring_setup")  # socketpair() stays: it connects to nothing
+DENIED_SYSCALLS = ("socket", "io_uring_setup",  # socketpair() stays: it connects to nothing
+                   # the process group the zygote kills is for good (no descendant leaves it), and so
+                   # is the real uid or user namespace its process limit is counted by (inherit.py)
+                   "setsid", "setpgid", "setuid", "setreuid", "setresuid", "setfsuid", "unshare", "setns")
 
 
 class ConfinementFailed(Exception):

@@ -10,8 +10,9 @@ it sends {"pid"} after the fork (or {"fork_failed": errno} when the kernel refus
 {"exit": wait status} after reaping; the child itself sends {"pages"} and {"answered"}. It dies with
 its parent (PR_SET_PDEATHSIG), and its children die with it, so no render process outlives the
 process that asked for it; each child leads its own process group, which the zygote (their subreaper)
-kills when the child ends, so nothing a child started outlives it either (inherit.py). Each child
-confines itself (confine.py) before it reads its document.
+kills when the child ends, so nothing a child started outlives it either, and has a process limit
+counted for it alone, so it cannot fork without bound (inherit.py). Each child confines itself
+(confine.py) before it reads its document.
 SIGTERM only sets a flag (stopping.py): the warm-up stops at its next checkpoint, the serve loop at its next
 wake-up, then the zygote shuts its children down; no signal handler here ever raises.
 """
@@ -198,7 +199,9 @@ def _child(task: socket.socket, request: dict[str, Any], zygote: int, secrets_fd
         inherit.limit_file_size(request["fsize_bytes"])
         from docfence.sandbox.work import run_task, unconfined
 
+        processes: dict[str, Any] = {}
         try:
+            processes = _limit_processes()  # before confine(): its filter denies set*uid and unshare
             confined: dict[str, Any] = _confine(request)
         except ConfinementFailed as exc:  # never run a task unconfined where the kernel can confine it
             confined, outcome = {}, unconfined(exc)
@@ -208,7 +211,7 @@ def _child(task: socket.socket, request: dict[str, Any], zygote: int, secrets_fd
         cost.mark("task")
         answer = {**outcome.to_message(),
                   "process": {"pid": os.getpid(), "token": secrets.token_hex(8), "confined": confined,
-                              **cost.report()}}
+                              "processes": processes, **cost.report()}}
         _write_answer(request["answer"], answer)
         protocol.send(task, {"answered": True})
     except BaseException as exc:  # every ending must become an answer or an exit
@@ -235,6 +238,16 @@ def private_tmp(pid: int) -> str:
     """The temporary folder of render process `pid` (its second reader's copies): the process empties it
     as it exits, the zygote removes it when it reaps the process (killed or not)."""
     return os.path.join(_TMP_BASE, f"{RENDER_TMP_PREFIX}{pid}")
+
+
+def _limit_processes() -> dict[str, Any]:
+    """RLIMIT_NPROC counted for this process alone (inherit.limit_processes): {"limit", "counted"}, where
+    "counted" is "" when the machine offers no way to count it. Raises ConfinementFailed."""
+    limit = inherit.process_limit()
+    try:
+        return {"limit": limit, "counted": inherit.limit_processes(limit)}
+    except OSError as exc:  # a real uid of its own but capabilities that still exempt it: not run
+        raise ConfinementFailed(f"process limit: {type(exc).__name__}") from exc
 
 
 def _confine(request: dict[str, Any]) -> dict[str, Any]:
@@ -452,6 +465,7 @@ def main(argv: list[str] | None = None) -> int:
     protocol.die_with_parent(args.parent)
     protocol.set_process_name(protocol.ZYGOTE_NAME)
     inherit.become_subreaper()
+    inherit.prepare()  # what every render process's process limit repeats, resolved once
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it ends us
     signal.signal(signal.SIGTERM, _on_term)  # see _Term
     install_test_hook()
