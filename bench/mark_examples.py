@@ -1,6 +1,9 @@
 """Renders the example pictures of docs/watermarks.md: each layout applied by the real engines (with full
 validation) to a generated 3-page text document, page 2 of the output rendered by poppler's pdftoppm
-into docs/img/marks-*.png. Prints JSON: the files written and whether each output validated.
+into docs/img/marks-*.png, and the footer case: a form whose own footer line sits near the bottom edge,
+marked as before the `obscure` rule (the footer over the line) and as now (the footer in the free band
+below it), the bottom of the page rendered into marks-footer-before.png and marks-footer-after.png.
+Prints JSON: the files written and whether each output validated.
 
 Usage: python bench/mark_examples.py [--out docs/img] [--dpi 60]
 """
@@ -16,10 +19,13 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]  # ben
 
 import argparse
 import base64
+import io
 import json
 import subprocess
 import tempfile
 from pathlib import Path
+
+import pikepdf
 
 from docfence.core.policy import JobPolicy, Mode, WatermarkSpec
 from docfence.engines import watermark_document
@@ -60,6 +66,40 @@ def render(pdf: bytes, target: Path, dpi: int) -> None:
                         str(target.with_suffix(""))], check=True)
 
 
+def form_page() -> bytes:
+    """A Letter form page: body lines, and the form's own footer line 22 pt above the bottom edge."""
+    pdf = pikepdf.new()
+    font = pdf.make_indirect(pikepdf.Dictionary(Type=pikepdf.Name.Font, Subtype=pikepdf.Name.Type1,
+                                                BaseFont=pikepdf.Name.Helvetica))
+    lines = [(72, 720 - 18 * k, 11, f"Field {k + 1}: ____________________________") for k in range(12)]
+    lines += [(72, 22, 9, "Form XYZ-1490S version 04/18"), (470, 22, 9, "Page 1 of 1")]
+    ops = "".join(f"BT /F1 {s} Tf {x} {y} Td ({t}) Tj ET\n" for x, y, s, t in lines)
+    pdf.pages.append(pikepdf.Page(pikepdf.Dictionary(
+        Type=pikepdf.Name.Page, MediaBox=pikepdf.Array([0, 0, 612, 792]),
+        Resources=pikepdf.Dictionary(Font=pikepdf.Dictionary(F1=font)),
+        Contents=pdf.make_stream(ops.encode()))))
+    out = io.BytesIO()
+    pdf.save(out, deterministic_id=True)
+    return out.getvalue()
+
+
+def footer_case(out: Path) -> list[dict[str, object]]:
+    """The bottom 80 pt of the form page at 110 DPI, marked before the `obscure` rule and now."""
+    document, written = form_page(), []
+    policy = JobPolicy(watermark=WatermarkSpec(text="CONFIDENTIAL"), marks=(FOOTER,), fields=dict(FIELDS))
+    for name, rule in (("before", None), ("after", "reduce")):
+        result = watermark_document(document, policy.evolve(obscure=rule))
+        target = out / f"marks-footer-{name}.png"
+        with tempfile.TemporaryDirectory() as tmp:
+            src = Path(tmp) / "out.pdf"
+            src.write_bytes(result.output)
+            subprocess.run(["pdftoppm", "-png", "-r", "110", "-singlefile", "-x", "0", "-y",
+                            str(round((792 - 80) * 110 / 72)), "-W", str(round(612 * 110 / 72)), "-H",
+                            str(round(80 * 110 / 72)), str(src), str(target.with_suffix(""))], check=True)
+        written.append({"file": str(target), "validated": bool(result.validation["ok"]), "mode": result.mode})
+    return written
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("docs/img"))
@@ -74,6 +114,7 @@ def main() -> int:
         render(result.output, target, args.dpi)
         written.append({"file": str(target), "validated": bool(result.validation["ok"]),
                         "mode": result.mode})
+    written += footer_case(args.out)
     (args.out / "marks-example-logo.svg").write_bytes(LOGO_SVG)
     print(json.dumps({"pictures": written}))
     return 0

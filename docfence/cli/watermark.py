@@ -47,6 +47,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--owner-password-policy", choices=["keep", "refuse"], default="keep",
                    help="a file with an owner password only: keep its encryption and permissions as "
                         "they were (default), or refuse it")
+    p.add_argument("--obscure", choices=["refuse", "reduce", "allow"], default="reduce",
+                   help="a mark opaque enough to hide the page's text, with no free space for it: refuse "
+                        "the file, reduce the mark to a legible opacity (default), or allow it")
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     p.add_argument("--jobs", type=int, default=0, help="files processed at once (default: the cores)")
     p.set_defaults(func=run)
@@ -66,7 +69,7 @@ def build_policy(args: argparse.Namespace) -> JobPolicy:
         raise ConfigError(f"mark {blank[0]} draws nothing once its fields are filled (missing --recipient?)")
     return JobPolicy(
         mode=Mode(args.mode), dpi=args.dpi, watermark=spec, owner_password_policy=args.owner_password_policy,
-        limits=load_limits(), marks=marks, fields=fields,
+        obscure=getattr(args, "obscure", "reduce"), limits=load_limits(), marks=marks, fields=fields,
     )
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from docfence.config.tables import invalid, section
 from docfence.core.errors import ConfigError
-from docfence.core.marks import MarkRules, image_uri
+from docfence.core.marks import OBSCURE_RULES, MarkRules, image_uri
 from docfence.core.policy import (
     VALIDATION_LEVELS,
     Limits,
@@ -36,6 +36,9 @@ class DocumentClass:
     sanitize: SanitizePolicy = field(default_factory=SanitizePolicy)  # default: strip (leaves the org)
     validation: str = "standard"  # standard | exhaustive (see JobPolicy.validation)
     owner_password_policy: str = "keep"  # keep | refuse (see JobPolicy.owner_password_policy)
+    # where a mark more opaque than its legible limit would lie over the page's text and no free band
+    # holds it: refuse (coded refusal) | reduce (drawn at the legible opacity) | allow (as configured)
+    obscure: str = "reduce"
     limits: dict[str, Any] = field(default_factory=dict)  # per-class overrides of [limits], e.g. budgets
     # further marks, limits on a job's marks, fields allowed, time zone of {date}, logos (core/marks.py)
     mark_rules: MarkRules = field(default_factory=MarkRules)
@@ -52,6 +55,9 @@ class DocumentClass:
         if self.owner_password_policy not in ("keep", "refuse"):
             raise ConfigError(f"owner_password_policy={self.owner_password_policy!r}: allowed: keep, refuse"
                               f" for class {self.name}")
+        if self.obscure not in OBSCURE_RULES:
+            raise ConfigError(f"obscure={self.obscure!r}: allowed: {', '.join(OBSCURE_RULES)} for class "
+                              f"{self.name}")
         unknown = sorted(set(self.limits) - {f.name for f in fields(Limits)})
         if unknown:
             raise ConfigError(f"limits.{unknown[0]}: unknown limit for class {self.name} (allowed: "

@@ -123,7 +123,7 @@ class Settings:
             dpi=cls.dpi, watermark=cls.watermark, deadline_s=deadline, lease_ttl_s=self.worker.lease_ttl_s,
             max_attempts=cls.max_attempts, region=cls.region, retention_s=cls.retention_s,
             limits=replace(self.limits, **cls.limits) if cls.limits else self.limits,
-            sanitize=cls.sanitize, owner_password_policy=cls.owner_password_policy,
+            sanitize=cls.sanitize, owner_password_policy=cls.owner_password_policy, obscure=cls.obscure,
             validation=cls.validation,
             verification=cls.verification,
             signing=cls.signing,

@@ -16,6 +16,9 @@ from docfence.core.fields import CALLER_FIELDS, FIELD_NAMES, check_value, fill
 from docfence.core.policy import MAX_IMAGE_CHARS, MAX_MARKS, JobPolicy, WatermarkSpec
 
 MAX_IMAGE_BYTES = MAX_IMAGE_CHARS * 3 // 4
+#: A class's `obscure` choices, where a mark opaque enough to hide the page's text finds no free space
+#: (engines/mark_obscure.py): refuse the job, reduce the mark to its legible opacity, or allow it.
+OBSCURE_RULES = ("refuse", "reduce", "allow")
 _IMAGE_TYPES = {".png": "image/png", ".svg": "image/svg+xml"}
 
 
@@ -154,5 +157,5 @@ def marks_view(policy: JobPolicy, *, recipient_visible: bool) -> dict[str, Any]:
     return {"marks": marks, "fields": values}
 
 
-__all__ = ["HIDDEN", "MarkRules", "blank_marks", "image_uri", "marks_view", "resolve_fields",
+__all__ = ["HIDDEN", "OBSCURE_RULES", "MarkRules", "blank_marks", "image_uri", "marks_view", "resolve_fields",
            "resolve_marks", "zone"]

@@ -286,6 +286,9 @@ class JobPolicy:
     validation: str = "standard"  # standard | exhaustive
     # owner-password-only files: keep (encryption and permissions written back as they were) | refuse
     owner_password_policy: str = "keep"
+    # a mark opaque enough to hide the page's text with no free space for it: refuse | reduce | allow
+    # (engines/mark_obscure.py); None: a policy frozen before the rule, its marks drawn as configured
+    obscure: str | None = "reduce"
     deadline_s: float = 600.0
     lease_ttl_s: float = 30.0
     max_attempts: int = 3
@@ -321,6 +324,8 @@ class JobPolicy:
             raise ConfigError("validation must be standard or exhaustive")
         if self.owner_password_policy not in ("refuse", "keep"):
             raise ConfigError("owner_password_policy must be refuse or keep")
+        if self.obscure not in (None, "refuse", "reduce", "allow"):
+            raise ConfigError("obscure must be refuse, reduce or allow")
         if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,31}", self.region):
             raise ConfigError("region must be a short lowercase name")
 
@@ -345,6 +350,8 @@ class JobPolicy:
             del d["marks"]  # policies without extra marks serialise as they always did
         if self.fields is None:
             del d["fields"]
+        if self.obscure is None:
+            del d["obscure"]  # a policy from before the rule serialises as it always did
         return d
 
     @classmethod
@@ -354,6 +361,7 @@ class JobPolicy:
         if unknown:
             raise ConfigError(f"unknown policy fields: {', '.join(sorted(unknown))}")
         d = dict(data)
+        d.setdefault("obscure", None)  # stored before the rule existed: marks drawn as configured
         if "kind" in d:
             d["kind"] = Kind(d["kind"])
         if "mode" in d:

@@ -31,6 +31,7 @@ def watermark_document(data: bytes, policy: JobPolicy, *, password: str | None =
     `on_pages` hears the page count once preflight knows it (the sandbox sizes its time budget by it).
     `variant`: `data` is a report docfence rendered as this PDF variant (engines.report.render.VARIANTS);
     the output must still be one, which the "variant" check proves (UnsupportedFeature in raster mode)."""
+    from docfence.engines.mark_obscure import fit_marks
     from docfence.engines.marks import MarkSet
     from docfence.engines.preflight import preflight
     from docfence.engines.raster import watermark_raster
@@ -59,14 +60,16 @@ def watermark_document(data: bytes, policy: JobPolicy, *, password: str | None =
         notes = opened.notes
         opened = preflight(source, policy, password)
         opened.notes = [*notes, *(n for n in opened.notes if n not in notes)]
+    # each page's marks laid out against its text once, for the engine and the validator alike
+    marks = fit_marks(MarkSet.of(policy), source, password, opened.geometry)
     if mode == "vector":
-        output = watermark_vector(opened, policy, variant=variant)
+        output = watermark_vector(opened, policy, variant=variant, marks=marks)
     else:
-        output = watermark_raster(source, opened, policy)
+        output = watermark_raster(source, opened, policy, marks=marks)
     if len(output) > policy.limits.max_output_bytes:
         raise OverLimits("The output is larger than the configured output limit.")
     report = validate(
-        source, output, MarkSet.of(policy), mode=mode, password=password, dpi=policy.dpi,
+        source, output, marks, mode=mode, password=password, dpi=policy.dpi,
         sanitize=policy.sanitize, level=policy.validation,
     )
     report["encrypted"] = opened.encrypted

@@ -1,15 +1,28 @@
 """Watermark layout for one displayed page size: where the text outline goes (matrices from outline
-units to upright display coordinates) for each position preset, fitted so it stays visible on tiny pages."""
+units to upright display coordinates) for each position preset, fitted so it stays visible on tiny pages,
+and the edge fit a header or footer gets on a page whose own text reaches into its default band."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from docfence.core.policy import WatermarkSpec
 from docfence.engines.geometry import Matrix, multiply
 from docfence.engines.outline_text import UNITS, Outline
 
 _MAX_TILES = 120
+
+
+@dataclass(frozen=True)
+class EdgeFitSpec(WatermarkSpec):
+    """A header or footer mark moved into the free band of its edge on one page (engines/mark_obscure):
+    drawn at `edge_scale` (outline units to points) with `edge_margin` points between its box and the
+    page edge. Made only at render time, never stored in a policy; as a distinct class it never equals
+    the spec it was made from, so the forms of fitted and unfitted pages are never shared."""
+
+    edge_scale: float = 0.0
+    edge_margin: float = 0.0
 
 
 def _fit_scale(outline: Outline, angle: float, max_w: float, max_h: float) -> float:
@@ -60,13 +73,28 @@ def placements(spec: WatermarkSpec, outline: Outline, width: float, height: floa
         return [_place(outline, scale, angle, width / 2, height / 2)]
     if pos in ("header", "footer"):
         angle = spec.angle or 0.0
-        band = max(0.15 * height, min(0.9 * height, 36.0)) if height > 100 else 0.3 * height
-        scale = _scale(spec, _fit_scale(outline, angle, 0.9 * width, band), 24.0)
-        margin = min(0.03 * height, 18.0)
+        if isinstance(spec, EdgeFitSpec):
+            scale, margin = spec.edge_scale, spec.edge_margin
+        else:
+            scale, margin = edge_layout(spec, outline, width, height)
         ext_h = _extent(outline, angle, scale)[1]
         cy = height - margin - ext_h / 2 if pos == "header" else margin + ext_h / 2
         return [_place(outline, scale, angle, width / 2, cy)]
     return _tiled(spec, outline, width, height)
+
+
+def edge_layout(spec: WatermarkSpec, outline: Outline, width: float, height: float) -> tuple[float, float]:
+    """(scale, margin to the edge in points) of a header or footer as configured: fitted to 0.9 of the
+    width and to its band (15% of the height, at least 36 pt), at most `font_size` (auto: 24 pt)."""
+    angle = spec.angle or 0.0
+    band = max(0.15 * height, min(0.9 * height, 36.0)) if height > 100 else 0.3 * height
+    scale = _scale(spec, _fit_scale(outline, angle, 0.9 * width, band), 24.0)
+    return scale, min(0.03 * height, 18.0)
+
+
+def extent(outline: Outline, angle: float, scale: float) -> tuple[float, float]:
+    """Width and height of the outline's box at `scale`, rotated by `angle` degrees."""
+    return _extent(outline, angle, scale)
 
 
 def _tiled(spec: WatermarkSpec, outline: Outline, width: float, height: float) -> list[Matrix]:

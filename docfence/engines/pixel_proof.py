@@ -1,10 +1,13 @@
 """Pixel evidence for the validator: low-resolution renders of an input and an output page and what their
-difference says (the mark visible where it is and nowhere else; a raster page like its source)."""
+difference says (the mark visible where it is and nowhere else; a raster page like its source, its colours
+kept)."""
 
 from __future__ import annotations
 
 import pypdfium2 as pdfium
 from PIL import Image, ImageChops, ImageFilter, ImageOps, ImageStat
+
+from docfence.engines.colour_difference import COLOUR_BOUND_DE99, PERCENTILE, on_grid, percentile_difference
 
 RENDER_PX = 110.0  # longest side of the low-resolution comparison render
 _RASTER_NOISE = 8.0  # mean difference a re-rasterised page may show from resampling alone
@@ -25,9 +28,27 @@ def proof_scale(size: tuple[float, float], dpi: int) -> tuple[float, int]:
 def render(page: pdfium.PdfPage, dpi: int | None = None) -> Image.Image:
     """Low-resolution render. For raster outputs, both sides are rendered at the raster DPI and then
     area-averaged, so hairlines (one device pixel at any scale) weigh the same in input and output."""
-    fine, factor = (_small_scale(page.get_size()), 1) if dpi is None else proof_scale(page.get_size(), dpi)
-    img: Image.Image = page.render(scale=fine, draw_annots=True, may_draw_forms=True).to_pil().convert("RGB")
+    if dpi is None:
+        return _render_at(page, _small_scale(page.get_size()))
+    _, factor = proof_scale(page.get_size(), dpi)
+    img = render_fine(page, dpi)
     return img.reduce(factor) if factor > 1 else img
+
+
+def render_fine(page: pdfium.PdfPage, dpi: int) -> Image.Image:
+    """The raster comparison render before its reduction (at the raster DPI on pages of 200 pt and more):
+    the colour proof compares pixels at this resolution."""
+    return _render_at(page, proof_scale(page.get_size(), dpi)[0])
+
+
+def render_at_dpi(page: pdfium.PdfPage, dpi: int) -> Image.Image:
+    """The page on the raster engine's pixel grid (the same size its image has)."""
+    return _render_at(page, dpi / 72.0)
+
+
+def _render_at(page: pdfium.PdfPage, scale: float) -> Image.Image:
+    img: Image.Image = page.render(scale=scale, draw_annots=True, may_draw_forms=True).to_pil().convert("RGB")
+    return img
 
 
 def render_like(page: pdfium.PdfPage, size: tuple[int, int]) -> Image.Image:
@@ -94,6 +115,31 @@ def raster_pixel_problem(
     if outside > _RASTER_NOISE:
         return "page outside the watermark looks different"
     return None
+
+
+def colour_problem(before: Image.Image, after: Image.Image, keep: Image.Image | None) -> str | None:
+    """Raster: the page's colours where `keep` is set (outside the marks; None: everywhere) within
+    COLOUR_BOUND_DE99 of the source render at its 99th percentile (colour_difference.py says why that
+    bound), on the pixels of colour_difference.on_grid. An output page with no colour anywhere (a gray
+    encoding: the raster policy may ask for one) is held to the source's lightness instead, as the
+    validator cannot tell that policy from auto."""
+    if after.size != before.size:
+        after = after.resize(before.size)
+    source, shown = on_grid(before), on_grid(after)
+    if _neutral(shown) and _neutral(after):  # the grid first: a colour page is known at a quarter
+        source = source.convert("L").convert("RGB")
+    found = percentile_difference(source, shown, on_grid(keep) if keep is not None else None)
+    if found > COLOUR_BOUND_DE99:
+        where = "outside the mark " if keep is not None else ""
+        return (f"colours {where}differ: \u0394E2000 {found:.1f} at the {PERCENTILE:g}th percentile "
+                f"(bound {COLOUR_BOUND_DE99:g})")
+    return None
+
+
+def _neutral(img: Image.Image) -> bool:
+    red, green, blue = img.split()
+    same = ImageChops.difference(red, green).getbbox() is None
+    return same and ImageChops.difference(green, blue).getbbox() is None
 
 
 def raster_unselected_problem(before: Image.Image, after: Image.Image) -> str | None:

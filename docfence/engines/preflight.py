@@ -37,7 +37,15 @@ from docfence.engines.page_content import (
     early_change,
     stream_filters,
 )
-from docfence.engines.repair import repair_boxes, structure_notes
+from docfence.engines.repair import (
+    close_open_content,
+    complete_without_eof,
+    has_header,
+    page_list,
+    repair_boxes,
+    repair_contents,
+    structure_notes,
+)
 
 _MAX_TREE_DEPTH = 64
 _MAX_TRAILING_BYTES = 1024
@@ -97,6 +105,8 @@ def _preflight(data: bytes, policy: JobPolicy, password: str | None) -> OpenedPd
     repairs = structure_notes(data, pdf)  # before qpdf's own page-tree fix-ups add warnings
     pages = collect_pages(pdf, limits.max_pages)
     repairs += repair_boxes(pages)  # before qpdf's page list silently sets missing boxes to Letter
+    repairs += repair_contents(pages)
+    repairs += close_open_content(pdf, pages)
     if len(pages) != len(pdf.pages):
         raise PageTreeInvalid()
     geometry = [page_geometry(page) for page in pages]
@@ -105,9 +115,12 @@ def _preflight(data: bytes, policy: JobPolicy, password: str | None) -> OpenedPd
             raise OverLimits("A page is larger than the configured maximum page area.")
     check_streams(pdf, limits)
     check_form_tree(pdf, limits)
-    check_drawing_graph(pages)
+    cycles = check_drawing_graph(pages)
     check_pages_content(pages, limits, stream_data=policy.mode is Mode.VECTOR)
     opened = OpenedPdf(pdf, pages, geometry, encrypted, password or "", repairs, bool(repairs))
+    if cycles:  # what the proof leaves out: the drawing past the repeat
+        opened.notes.append(f"page(s) {page_list(cycles)}: a form XObject draws itself (a cycle "
+                            "readers break); its drawing was not walked past the repeat")
     if pdf.is_linearized:
         opened.notes.append("the input's linearization is not kept (the output is not linearized)")
     if encrypted:
@@ -150,9 +163,11 @@ def keep_encryption(pdf: pikepdf.Pdf) -> str:
 def check_bytes(data: bytes, limits: Limits) -> None:
     if len(data) > limits.max_input_bytes:
         raise OverLimits("The file is larger than the configured input limit.")
-    if b"%PDF-" not in data[:1024]:
+    if not has_header(data):
         raise NotAPdf()
     end = data.rfind(b"%%EOF")
+    if end < 0 and complete_without_eof(data):
+        return  # only the marker is missing or cut: structure_notes records the repair
     if end < 0:
         raise MalformedPdf("The PDF is truncated: it has no end-of-file marker.")
     if len(data[end + 5 :].strip(b"\r\n\t \x00")) > _MAX_TRAILING_BYTES:
@@ -302,32 +317,70 @@ def _appearances(page: pikepdf.Dictionary) -> list[pikepdf.Object]:
     return out
 
 
-def check_drawing_graph(pages: list[pikepdf.Dictionary]) -> None:
-    """No form, pattern, Type3 font or soft mask may draw itself (directly or through others), and drawing
-    may nest at most _MAX_TREE_DEPTH levels. Depth-first with the current path and a finished set, so
-    shared objects are walked once and the work is bounded by the size of the file."""
+def check_drawing_graph(pages: list[pikepdf.Dictionary]) -> list[int]:
+    """No pattern, Type3 font or soft mask may draw itself (directly or through others), and drawing may
+    nest at most _MAX_TREE_DEPTH levels. Depth-first with the current path and a finished set, so shared
+    objects are walked once and the work is bounded by the size of the file.
+
+    A cycle of Form XObjects alone, each drawing the next form of the cycle once, is what readers break
+    and draw (poppler and mupdf skip the repeat, pdfium stops at its nesting limit, a linear cost): it is
+    not walked past the repeat and the page numbers holding one are returned (1-based) for the report.
+    One that draws the cycle twice or more would cost pdfium an exponential render: ResourceCycle."""
     finished: set[tuple[int, int]] = set()
-    on_path: set[tuple[int, int]] = set()
-    for page in pages:
+    path: list[pikepdf.Object] = []
+    cycles: set[int] = set()
+    for number, page in enumerate(pages, start=1):
         stack: list[tuple[pikepdf.Object, int, bool]] = [(s, 0, False) for s in [page, *_appearances(page)]]
         while stack:
             node, depth, leaving = stack.pop()
             key = node.objgen if node.is_indirect else None
             if leaving:
                 if key is not None:
-                    on_path.discard(key)
+                    path.pop()
                     finished.add(key)
                 continue
             if key is not None and key in finished:
                 continue
-            if key is not None and key in on_path:
-                raise ResourceCycle()
+            if key is not None and any(on.objgen == key for on in path):
+                _tolerated_cycle(path, key)
+                cycles.add(number)
+                continue
             if depth > _MAX_TREE_DEPTH:
                 raise OverLimits("The PDF nests forms, patterns or fonts deeper than the limit.")
             if key is not None:
-                on_path.add(key)
+                path.append(node)
             stack.append((node, depth, True))
             stack.extend((child, depth + 1, False) for child in _drawn_by(node))
+    return sorted(cycles)
+
+
+def _tolerated_cycle(path: list[pikepdf.Object], key: tuple[int, int]) -> None:
+    """Raise ResourceCycle unless the cycle closing at `key` (the tail of `path` from it) is made of Form
+    XObjects that each draw a form of the cycle exactly once."""
+    start = next(i for i, on in enumerate(path) if on.objgen == key)
+    cycle = path[start:]
+    members = {form.objgen for form in cycle}
+    for form in cycle:
+        if not isinstance(form, pikepdf.Stream) or form.get("/Subtype") != pikepdf.Name.Form:
+            raise ResourceCycle()
+        if _draws_of(form, members) != 1:
+            raise ResourceCycle()
+
+
+def _draws_of(form: pikepdf.Stream, members: set[tuple[int, int]]) -> int:
+    """How many times `form`'s content draws (Do) an XObject of `members`; an unreadable content counts as
+    many (the caller refuses)."""
+    res = form.get("/Resources")
+    table = res.get("/XObject") if isinstance(res, pikepdf.Dictionary) else None
+    if not isinstance(table, pikepdf.Dictionary):
+        return 0
+    names = {str(name) for name, value in table.items() if value.is_indirect and value.objgen in members}
+    try:
+        ops = pikepdf.parse_content_stream(form, "Do")
+    except (pikepdf.PdfError, ValueError, TypeError, IndexError):
+        return len(members) + 1
+    return sum(1 for op in ops if isinstance(op, pikepdf.ContentStreamInstruction) and op.operands
+               and str(op.operands[0]) in names)
 
 
 _OBJ_RE = re.compile(rb"(\d+)\s+(\d+)\s+obj\b(.*?)endobj", re.S)

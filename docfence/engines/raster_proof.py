@@ -1,7 +1,8 @@
 """The raster pixel proof's two sides of a page: the input side always pdfium's render of the source
 page (independent of the engine), the output side decoded straight from the page's one image once
 structure proves the page shows exactly that image edge to edge; pdfium renders the output page where
-structure cannot prove that, and on a sample of pages, to cross-check the decoding."""
+structure cannot prove that, and on a sample of pages, to cross-check the decoding. The colour proof
+compares the same two sides at the raster DPI (at most COLOUR_DPI) outside the marks."""
 
 from __future__ import annotations
 
@@ -10,15 +11,17 @@ from dataclasses import dataclass
 
 import pikepdf
 import pypdfium2 as pdfium
-from PIL import Image
+from PIL import Image, ImageFilter, ImageOps
 
 from docfence.engines.geometry import PageGeometry
 from docfence.engines.mark_pixels import PageMarks, coverage_mask
 from docfence.engines.pixel_proof import (
+    colour_problem,
     proof_scale,
     raster_pixel_problem,
     raster_unselected_problem,
-    render,
+    render_at_dpi,
+    render_fine,
     render_like,
 )
 
@@ -154,12 +157,32 @@ def _indexed(space: pikepdf.Array, width: int, height: int, bits: int, data: byt
     return img.convert("RGB")
 
 
-def sides(
-    ctx: RasterSides, index: int, src: pdfium.PdfPage, out: pdfium.PdfPage
-) -> tuple[Image.Image, Image.Image, list[str]]:
-    """(input side, output side, cross-check failures) of page `index` for the raster pixel proof."""
-    _, factor = proof_scale(src.get_size(), ctx.dpi)
-    before = render(src, ctx.dpi)
+@dataclass(frozen=True)
+class PageSides:
+    """Both sides of one raster page: at the comparison size (`before`, `after`), at the colour proof's
+    (`fine_before`, `fine_after`: the output's own pixels and the source rendered on the same grid, at
+    the raster DPI, area-averaged down to at most COLOUR_DPI), and what the cross-check of the output's
+    decoding found."""
+
+    before: Image.Image
+    after: Image.Image
+    fine_before: Image.Image
+    fine_after: Image.Image
+    problems: list[str]
+
+
+#: The colour proof compares pixels at the raster DPI up to this one (the default raster DPI); a finer
+#: page is area-averaged down to it by a whole factor on both sides: above it the formula's cost grows
+#: with the square of the DPI, and a colour that moved shows at 150 DPI as well.
+COLOUR_DPI = 150
+
+
+def sides(ctx: RasterSides, index: int, src: pdfium.PdfPage, out: pdfium.PdfPage) -> PageSides:
+    """Both sides of page `index` for the raster pixel proof and its colour proof."""
+    scale, factor = proof_scale(src.get_size(), ctx.dpi)
+    fine = render_fine(src, ctx.dpi)
+    before = fine.reduce(factor) if factor > 1 else fine
+    exact = fine if scale == ctx.dpi / 72.0 else render_at_dpi(src, ctx.dpi)  # else a page under 200 pt
     problems: list[str] = []
     decoded = None
     image = shown_image(ctx.out_pages[index], ctx.out_geos[index])
@@ -172,11 +195,21 @@ def sides(
         decoded = full.reduce(factor) if factor > 1 else full
         decoded = decoded if decoded.size == before.size else None
     if decoded is not None and index not in ctx.sample:
-        return before, decoded, problems
-    rendered = render_like(out, before.size)
-    if decoded is not None and raster_unselected_problem(rendered, decoded):
-        problems.append("pdfium shows the page image differently than it decodes")
-    return before, rendered, problems
+        after = decoded
+    else:
+        after = render_like(out, before.size)
+        if decoded is not None and raster_unselected_problem(after, decoded):
+            problems.append("pdfium shows the page image differently than it decodes")
+    if full is None or full.size != exact.size:  # not proved by structure: pdfium shows its colours
+        full = render_like(out, exact.size)
+    return PageSides(before, after, *_at_colour_dpi(ctx, exact, full), problems)
+
+
+def _at_colour_dpi(
+    ctx: RasterSides, exact: Image.Image, full: Image.Image
+) -> tuple[Image.Image, Image.Image]:
+    step = -(-ctx.dpi // COLOUR_DPI)
+    return (exact.reduce(step), full.reduce(step)) if step > 1 else (exact, full)
 
 
 def page_problem(
@@ -184,14 +217,27 @@ def page_problem(
     geo: PageGeometry,
 ) -> str | None:
     """What is wrong with raster page `index` (None: nothing): the mark (`drawn`, the marks of a selected
-    page; empty: the page is not selected) must show where it is and the page look as before elsewhere."""
-    before, after, found = sides(ctx, index, src, out)
+    page; empty: the page is not selected) must show where it is, the page look as before elsewhere, and
+    its colours there stay within the colour bound (pixel_proof.colour_problem)."""
+    pair = sides(ctx, index, src, out)
+    keep = None
     if not drawn:
-        problem = raster_unselected_problem(before, after)
+        problem = raster_unselected_problem(pair.before, pair.after)
     else:
         faintest = min(m.spec.opacity for m in drawn)
-        problem = raster_pixel_problem(before, after, coverage_mask(geo, drawn, before.size), faintest)
-    return "; ".join([*found, *([problem] if problem else [])]) or None
+        mask = coverage_mask(geo, drawn, pair.before.size)
+        problem = raster_pixel_problem(pair.before, pair.after, mask, faintest)
+        keep = unmarked_area(mask, pair.fine_before.size)
+    colours = colour_problem(pair.fine_before, pair.fine_after, keep)
+    return "; ".join([*pair.problems, *(p for p in (problem, colours) if p)]) or None
 
 
-__all__ = ["RasterSides", "Undecodable", "decode", "page_problem", "shown_image", "sides"]
+def unmarked_area(mask: Image.Image, size: tuple[int, int]) -> Image.Image:
+    """Where a page of `size` pixels is surely outside its marks: comparison pixels (each covering many
+    fine ones) with no coverage and no neighbour with any, scaled up to `size`."""
+    near = mask.point([0] + [255] * 255).filter(ImageFilter.MaxFilter(3))
+    return ImageOps.invert(near).resize(size, Image.Resampling.NEAREST)
+
+
+__all__ = ["COLOUR_DPI", "PageSides", "RasterSides", "Undecodable", "decode", "page_problem", "shown_image",
+           "sides", "unmarked_area"]

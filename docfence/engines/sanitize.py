@@ -267,7 +267,11 @@ def _page(s: _Sanitizer, page: pikepdf.Dictionary, number: int) -> None:
             continue
         kept.append(annot)
         if isinstance(annot, pikepdf.Dictionary):
-            changed |= s.action(annot, "/A", at, link=annot.get("/Subtype") == pikepdf.Name.Link)
+            link = annot.get("/Subtype") == pikepdf.Name.Link
+            changed |= s.action(annot, "/A", at, link=link)
+            # /PA: the URI action Web Capture saved when it turned the link into a go-to; judged as the
+            # link's own URI (kept or stripped with link URIs; an active scheme always stripped)
+            changed |= s.action(annot, "/PA", at, link=link)
             changed |= s.additional_actions(annot, at)
     if changed:
         page.Annots = pikepdf.Array(kept)

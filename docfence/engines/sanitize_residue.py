@@ -75,11 +75,12 @@ def find_residue(pdf: pikepdf.Pdf, policy: SanitizePolicy) -> list[Finding]:
 
 
 def _is_kept_link_uri(node: pikepdf.Object, key: str, wanted: frozenset[str]) -> bool:
-    """The plain URI action of a link annotation, when links keep their URIs, is not residue; one whose
-    scheme is active (javascript:, data:, ...) is read like any other action."""
-    if key != "/A" or "link_uri" in wanted or node.get("/Subtype") != pikepdf.Name.Link:
+    """The plain URI action of a link annotation (/A, or /PA: the URI Web Capture saved when it made the
+    link a go-to), when links keep their URIs, is not residue; one whose scheme is active (javascript:,
+    data:, ...) is read like any other action."""
+    if key not in ("/A", "/PA") or "link_uri" in wanted or node.get("/Subtype") != pikepdf.Name.Link:
         return False
-    action = node.get("/A")
+    action = node.get(key)
     return isinstance(action, pikepdf.Dictionary) and action.get("/S") == pikepdf.Name.URI \
         and "/Next" not in action and uri_kind(action) == "uri_action"
 

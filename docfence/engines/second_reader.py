@@ -1,7 +1,8 @@
 """A second reading of an output from its bytes: libqpdf's full read or `qpdf --check` (structure; in
 process) and poppler's `pdfinfo -box` (page count, boxes and rotation per page, linearization flag; an
 independent reader, run as a bounded subprocess). A failure says what the reader saw: its values or its
-own message, capped (checks.tool_message)."""
+own message, capped (checks.tool_message). A libqpdf warning about data kept byte for byte from the input
+(a Flate stream without its end, page content syntax) that the input gives as often is not a failure."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import re
 import subprocess
 import tempfile
 import warnings
+from collections import Counter
 from typing import Any, BinaryIO, cast
 
 import pikepdf
@@ -151,29 +153,64 @@ class _Discard(io.RawIOBase):
         return self._at
 
 
-def qpdf_read(data: bytes, password: str | None, *, parse_content: bool) -> list[str]:
+def qpdf_read(
+    data: bytes, password: str | None, *, parse_content: bool, source: bytes | None = None
+) -> list[str]:
     """libqpdf re-reads `data` from its bytes, as the qpdf command does, in this process (pikepdf is
     libqpdf; a `qpdf` subprocess cost ~3.5 ms of CPU per job, nearly all of it process start-up). With
     `parse_content`, pikepdf's step-by-step `qpdf --check` (structures, every stream decoded, every page's
     content parsed); else a full write to nowhere that reads every object and decodes every stream
     (`--decode-level=generalized`), which skips the content parse the validator proved unneeded. Any
-    reader warning or error is a failure."""
+    reader warning or error is a failure, but for warnings about data the output keeps byte for byte
+    from `source` (the input the validator compares with): a stream's compressed data or a page's content
+    syntax that `source` gives the same warning for, as many times (inherited, not introduced)."""
     method = qpdf_method(parse_content)
-    try:
-        with pikepdf.open(io.BytesIO(data), password=password or "", inherit_page_attributes=False) as pdf:
-            if parse_content:
-                problems = pdf.check_pdf_syntax()
-            else:
-                with warnings.catch_warnings():  # about saving form widgets: nothing is saved
-                    warnings.simplefilter("ignore", pikepdf.PageCopyWarning)
-                    pdf.save(cast(BinaryIO, _Discard()), compress_streams=False, fix_metadata_version=False,
-                             stream_decode_level=pikepdf.StreamDecodeLevel.generalized)
-                problems = pdf.get_warnings()
-    except (pikepdf.PdfError, pikepdf.PasswordError) as exc:  # our own password must open our output
-        return [f"{method} failed ({type(exc).__name__}: {tool_message(str(exc))})"]
+    problems = _qpdf_problems(data, password, parse_content)
+    if isinstance(problems, str):
+        return [f"{method} failed ({problems})"]
+    if problems and source is not None:
+        problems = _introduced(problems, _qpdf_problems(source, password, parse_content))
     if not problems:
         return []
     return [f"{method} found {len(problems)} problem(s), the first: {tool_message(str(problems[0]))}"]
+
+
+def _qpdf_problems(data: bytes, password: str | None, parse_content: bool) -> list[str] | str:
+    """libqpdf's warnings on `data` (see qpdf_read), or why it could not read it."""
+    try:
+        with pikepdf.open(io.BytesIO(data), password=password or "", inherit_page_attributes=False) as pdf:
+            if parse_content:
+                return [str(p) for p in pdf.check_pdf_syntax()]
+            with warnings.catch_warnings():  # about saving form widgets: nothing is saved
+                warnings.simplefilter("ignore", pikepdf.PageCopyWarning)
+                pdf.save(cast(BinaryIO, _Discard()), compress_streams=False, fix_metadata_version=False,
+                         stream_decode_level=pikepdf.StreamDecodeLevel.generalized)
+            return [str(p) for p in pdf.get_warnings()]
+    except (pikepdf.PdfError, pikepdf.PasswordError) as exc:  # our own password must open our output
+        return f"{type(exc).__name__}: {tool_message(str(exc))}"
+
+
+# Warnings about data the vector output keeps byte for byte: a Flate stream without its end marker
+# (zlib decodes all of it) and page content syntax. Structure warnings (xref, trailer, objects) never
+# are inherited: the output's structure is written anew, so any there is the output's own.
+_KEPT_DATA_RE = re.compile(r"input stream is complete but output may still be valid|\(content, offset \d+\)")
+_LOCATION_RE = re.compile(r"^.*?\(((?:content, )?)offset \d+\):\s*")
+
+
+def _introduced(found: list[str], inherited: list[str] | str) -> list[str]:
+    """The warnings of `found` the input does not give as often (compared without object numbers and
+    offsets, which a rewrite changes)."""
+    if isinstance(inherited, str):
+        return found
+    left = Counter(_LOCATION_RE.sub(r"\1", w) for w in inherited if _KEPT_DATA_RE.search(w))
+    introduced = []
+    for warning in found:
+        key = _LOCATION_RE.sub(r"\1", warning)
+        if _KEPT_DATA_RE.search(warning) and left[key] > 0:
+            left[key] -= 1
+        else:
+            introduced.append(warning)
+    return introduced
 
 
 def qpdf_method(parse_content: bool) -> str:
@@ -191,12 +228,12 @@ class SecondReader:
 
     def __init__(
         self, data: bytes, password: str | None, pages: int, *, parse_content: bool = True,
-        background: bool = False,
+        background: bool = False, source: bytes | None = None,
     ) -> None:
-        self.data, self.password, self.parse_content = data, password, parse_content
+        self.data, self.password, self.parse_content, self.source = data, password, parse_content, source
         self.qpdf_method = qpdf_method(parse_content)
         self.structure = (
-            Forked(functools.partial(qpdf_read, data, password, parse_content=parse_content))
+            Forked(functools.partial(qpdf_read, data, password, parse_content=parse_content, source=source))
             if background else None
         )
         self.path: str | None = None
@@ -216,7 +253,7 @@ class SecondReader:
 
     def finish(self, expected: list[PageGeometry]) -> dict[str, Any]:
         try:
-            found = (qpdf_read(self.data, self.password, parse_content=self.parse_content)
+            found = (qpdf_read(self.data, self.password, parse_content=self.parse_content, source=self.source)
                      if self.structure is None else self.structure.result())
             failures = found if found is not None else [f"{self.qpdf_method} did not complete"]
             details = list(failures)

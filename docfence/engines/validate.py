@@ -37,6 +37,7 @@ from docfence.engines.checks import (
     page_ranges,
 )
 from docfence.engines.geometry import PageGeometry, page_geometry
+from docfence.engines.mark_obscure import text_not_obscured
 from docfence.engines.mark_pixels import coverage_mask
 from docfence.engines.marks import MarkSet, PageMark
 from docfence.engines.parallel import run_parallel, split, usable_cores
@@ -89,7 +90,8 @@ def validate(
     # a long output's libqpdf read runs in a forked process beside the page proof, as qpdf used to
     background = len(out_pages) >= _PARALLEL_FROM_PAGES and usable_cores() > 1
     out_geos = [page_geometry(p) for p in out_pages]  # once: the page proof and the second reader use them
-    reader = SecondReader(output, password, len(out_pages), parse_content=parse, background=background)
+    reader = SecondReader(output, password, len(out_pages), parse_content=parse, background=background,
+                          source=source)
     # nothing of a kind the sanitiser strips may be left (engines/sanitize*); runs beside the page proof
     residue = (lambda: residue_check(out, sanitize)) if sanitize is not None else None
     try:
@@ -153,12 +155,14 @@ def _checks(
         raster = RasterSides(out_pages, out_geos, sample, dpi)
         checks += split_pixel_checks(source, output, pw, selected, mode, spec, geos, pages, dpi, raster)
         checks[-1]["method"] = raster.method()
+        checks.append(text_not_obscured(source, pw, spec, geos))  # a raster output has no text of its own
         checks += [side()] if side else []
         return checks, ["raster mode: text, links, annotations and form fields are intentionally not kept"]
     pair = page_checks.Pair(src_pages, out_pages, spec, selected, geos, out_geos)
     findings, side_check = prove_pages(pair, side)
     checks += structure_report(findings, count, spec)
     checks.append(mark_visible_alone(geos, selected, spec))
+    checks.append(text_not_obscured(output, pw, spec, out_geos))
     render = range(count) if level == "exhaustive" else pixel_pages(findings, geos, selected)
     checks += split_pixel_checks(source, output, pw, selected, mode, spec, geos, render, None)
     checks[-1]["why"] = "every page" if level == "exhaustive" else _why(findings, render)
@@ -229,7 +233,7 @@ def mark_visible_alone(geos: list[PageGeometry], selected: list[bool], spec: Mar
         if not selected[i]:
             continue
         for mark in spec.on_page(i, count):
-            key = (geo.crop, geo.rotate, mark.index)
+            key = (geo.crop, geo.rotate, mark.index, mark.spec)  # a page's fit is a layout of its own
             groups.setdefault(key, (geo, mark, []))[2].append(i)
     for geo, mark, pages in groups.values():
         width, height = geo.display_size

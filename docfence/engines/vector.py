@@ -248,12 +248,14 @@ def save(pdf: pikepdf.Pdf, encrypted: bool) -> bytes:
     return out.getvalue()
 
 
-def watermark_vector(opened: OpenedPdf, policy: JobPolicy, *, variant: str | None = None) -> bytes:
+def watermark_vector(opened: OpenedPdf, policy: JobPolicy, *, variant: str | None = None,
+                     marks: MarkSet | None = None) -> bytes:
     """Preflighted PDF in, watermarked PDF bytes out (structure preserved). `variant`: the report variant
-    docfence rendered the input as; a "pdf/a-3b" report keeps its PDF/A claim."""
+    docfence rendered the input as; a "pdf/a-3b" report keeps its PDF/A claim. `marks`: the policy's
+    marks fitted to the pages (mark_obscure.fit_marks); default: as configured."""
     if policy.watermark is None:
         raise ConfigError("a watermark job needs a watermark spec")
-    stamped = apply_vector(opened, MarkSet.of(policy))
+    stamped = apply_vector(opened, MarkSet.of(policy) if marks is None else marks)
     if variant != PDFA and withdraw_pdfa_claim(opened.pdf):
         opened.notes.append("the PDF/A claim was removed from the XMP metadata (PDF/A is not re-validated)")
     log.debug("vector watermark applied", extra={"pages": len(opened.pages), "stamped": stamped})

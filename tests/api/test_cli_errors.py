@@ -246,7 +246,7 @@ def test_a_class_table_allows_exactly_its_documented_keys(tmp_path: Path) -> Non
     doc = (Path(__file__).parents[2] / "docs" / "configuration.md").read_text()
     table = doc[doc.index("| `mode` | `vector`"):doc.index("| `signing` | `None`")]
     documented = sorted({*re.findall(r"^\| `(\w+)` \|", table, re.M), "signing"})
-    assert len(documented) == 19  # owner_password_policy since issue 29
+    assert len(documented) == 20  # owner_password_policy and obscure since issue 29
     config = tmp_path / "docfence.toml"
     for key in ("mark_rules", "name", "colour"):
         config.write_text(f"[classes.x]\n{key} = 1\n")

@@ -16,11 +16,12 @@ from docfence import engines
 from docfence.core.errors import ConfigError
 from docfence.core.policy import JobPolicy, Mode, WatermarkSpec
 from docfence.engines.mark_art import check_image
+from docfence.engines.mark_obscure import fit_marks
 from docfence.engines.marks import MarkSet
 from docfence.engines.outline_text import outline_text
 from docfence.engines.preflight import preflight
 from docfence.engines.validate import validate
-from docfence.engines.vector import watermark_vector
+from docfence.engines.vector import apply_vector, save
 from docfence.samples import pdfs
 
 FOOTER = "{recipient} · {date} · {job_id} · {page}/{pages}"
@@ -49,8 +50,13 @@ def two_marks(**footer: object) -> JobPolicy:
 
 
 def run(data: bytes, policy: JobPolicy) -> tuple[bytes, dict[str, object]]:
-    output = watermark_vector(preflight(data, policy), policy)
-    return output, validate(data, output, MarkSet.of(policy), mode="vector")
+    """The vector engine and the validator as watermark_document runs them: the marks fitted to each
+    page's text first (a mark opaque enough to hide it is moved or made fainter), then drawn."""
+    opened = preflight(data, policy)
+    marks = fit_marks(MarkSet.of(policy), data, None, opened.geometry)
+    apply_vector(opened, marks)
+    output = save(opened.pdf, opened.encrypted)
+    return output, validate(data, output, marks, mode="vector")
 
 
 def failed(report: dict[str, object]) -> set[str]:

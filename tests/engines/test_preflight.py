@@ -181,17 +181,31 @@ def _form(resources: bytes) -> bytes:
         b" /Length 8 >>\nstream\n/X0 Do\n\nendstream"
 
 
+def _form_drawing(resources: bytes, content: bytes) -> bytes:
+    return b"<< /Type /XObject /Subtype /Form /BBox [0 0 1 1] /Resources " + resources + \
+        b" /Length %d >>\nstream\n%s\nendstream" % (len(content), content)
+
+
 @pytest.mark.parametrize(
     "objects",
     [
-        [_form(b"<< /XObject << /X0 5 0 R >> >>")],  # a form that draws itself
-        [_form(b"<< /XObject << /X0 6 0 R >> >>"), _form(b"<< /XObject << /X0 5 0 R >> >>")],
+        # a form that draws itself twice: a reader without a cycle check renders 2**depth copies
+        [_form_drawing(b"<< /XObject << /X0 5 0 R >> >>", b"/X0 Do /X0 Do")],
+        [_form_drawing(b"<< /XObject << /X0 5 0 R /X1 5 0 R >> >>", b"/X0 Do /X1 Do")],
         [b"<< /Type /Pattern /PatternType 1 /PaintType 1 /TilingType 1 /BBox [0 0 1 1] /XStep 1 /YStep 1"
          b" /Resources << /Pattern << /P0 5 0 R >> >> /Length 0 >>\nstream\n\nendstream"],
+        # a form and a pattern drawing each other: only cycles of forms are what readers break
+        [_form(b"<< /XObject << /X0 6 0 R >> >>"),
+         b"<< /Type /XObject /Subtype /Form /BBox [0 0 1 1] /Resources << /Pattern << /P0 7 0 R >> >> "
+         b"/Length 0 >>\nstream\n\nendstream",
+         b"<< /Type /Pattern /PatternType 1 /PaintType 1 /TilingType 1 /BBox [0 0 1 1] /XStep 1 /YStep 1"
+         b" /Resources << /XObject << /X0 5 0 R >> >> /Length 0 >>\nstream\n\nendstream"],
     ],
-    ids=["self", "pair", "pattern"],
+    ids=["self-twice", "self-under-two-names", "pattern", "form-pattern"],
 )
 def test_self_drawing_resources_are_refused(objects: list[bytes]) -> None:
+    """Forms that draw their own cycle more than once, and cycles through patterns (or Type3 fonts, soft
+    masks) stay refused; a cycle of forms each drawing it once is watermarked (test_false_refusals)."""
     kind = b"/Pattern << /P0 5 0 R >>" if b"/Pattern" in objects[0][:30] else b"/XObject << /X0 5 0 R >>"
     data = _raw_pdf([
         b"<< /Type /Catalog /Pages 2 0 R >>",

@@ -3,11 +3,13 @@ and each test names the check that must catch it. The defects on a page outside 
 shortcut of engines/raster_proof.py: the output side is decoded from the page's image only when
 structure proves the page shows exactly that image, in exactly the form the engine writes. The input side
 is the validator's own render of every input page, so an engine that renders a page wrongly is caught
-on any page."""
+on any page. A palette that moves the page's colours (black shown brown, a saturated colour gray) fails
+the colour proof, which names the page and its ΔE2000 figure."""
 
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -258,7 +260,7 @@ def test_pdfium_renders_the_output_only_on_the_sample_when_structure_proves_the_
     made: Made, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rendered: list[str] = []
-    for name in ("render", "render_like"):
+    for name in ("render_fine", "render_at_dpi", "render_like"):
         real = getattr(pixel_proof, name)
 
         def counted(*args: object, _real: Callable[..., Any] = real, _name: str = name) -> Image.Image:
@@ -267,5 +269,83 @@ def test_pdfium_renders_the_output_only_on_the_sample_when_structure_proves_the_
 
         monkeypatch.setattr(raster_proof, name, counted)
     assert _validate(made, made[1], "standard") == set()
-    # every input page; the output of the first and the last page only
-    assert sorted(rendered) == ["render"] * PAGES + ["render_like"] * 2
+    # every input page once (A4 at 72 DPI: the colour proof's grid is the comparison render's); the
+    # output of the first and the last page only
+    assert sorted(rendered) == ["render_fine"] * PAGES + ["render_like"] * 2
+
+
+_COLOUR_DETAIL = re.compile(r"page 4: (?:[^;]*; )*colours (?:outside the mark )?differ: "
+                            r"\u0394E2000 (\d+\.\d) at the 99th percentile \(bound 10\)")
+
+
+def _recoloured(page: pikepdf.Dictionary, change: Callable[[tuple[int, ...]], tuple[int, ...]]) -> None:
+    """Each entry of the page image's /Indexed palette replaced by change(entry)."""
+    image = _image(page)
+    space = image.ColorSpace
+    assert isinstance(space, pikepdf.Array) and space[0] == pikepdf.Name.Indexed, space
+    lookup = bytes(space[3])
+    entries = [change(tuple(lookup[i : i + 3])) for i in range(0, len(lookup), 3)]
+    image.ColorSpace = pikepdf.Array([space[0], space[1], space[2], pikepdf.String(bytes(sum(entries, ())))])
+
+
+def _brown(entry: tuple[int, ...]) -> tuple[int, ...]:
+    return (108, 58, 58) if max(entry) <= 40 else entry
+
+
+def _colour_figures(made: Made, output: bytes, way: str, policy: JobPolicy = POLICY) -> list[float]:
+    """The ΔE figures of the colour failures the validator reports for page 4 (MIDDLE)."""
+    report = validate(made[0], output, MarkSet.of(policy), mode="raster", dpi=policy.dpi, level=way)
+    failed = {c["name"]: c for c in report["checks"] if not c["ok"]}
+    assert "watermark_rendered" in failed, report
+    found = [_COLOUR_DETAIL.search(d) for d in failed["watermark_rendered"]["details"]]
+    return [float(m.group(1)) for m in found if m]
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_palette_that_turns_black_brown(made: Made, way: str) -> None:
+    """The page's black (its bar, ~4 % of the page: too little to move the blurred mean) shown dark brown
+    (108, 58, 58), as a palette the mark's red took showed it: the colour proof names the page and the
+    figure."""
+    figures = _colour_figures(made, _edit(made[1], lambda pdf, page: _recoloured(page, _brown)), way)
+    assert figures and all(f > 20 for f in figures), figures
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_palette_that_turns_a_saturated_colour_gray(made: Made, way: str) -> None:
+    """The page's dark blue block shown in a gray of about its lightness."""
+
+    def gray(entry: tuple[int, ...]) -> tuple[int, ...]:
+        return (40, 40, 40) if entry[2] - max(entry[:2]) > 60 else entry
+
+    figures = _colour_figures(made, _edit(made[1], lambda pdf, page: _recoloured(page, gray)), way)
+    assert figures and all(f > 10 for f in figures), figures
+
+
+def test_black_turned_brown_where_pdfium_shows_the_page(made: Made) -> None:
+    """The same defect on a page whose structure the proof does not accept (a second, unused image
+    resource): its colours are taken from pdfium's render of the output, and still fail."""
+
+    def brown_unproven(pdf: pikepdf.Pdf, page: pikepdf.Dictionary) -> None:
+        _recoloured(page, _brown)
+        page.Resources.XObject.Spare = _image(pdf.pages[0].obj)
+
+    assert _colour_figures(made, _edit(made[1], brown_unproven), "standard")
+
+
+def test_black_turned_brown_above_the_colour_dpi() -> None:
+    """At 300 DPI both sides are area-averaged to 150 DPI first; a brown black still fails there."""
+    pdf = pikepdf.new()
+    content = b"0 g 20 20 160 40 re f 0 0 0.6 rg 20 100 160 60 re f\n"
+    for _ in range(PAGES):
+        page = pikepdf.Dictionary(Type=pikepdf.Name.Page, MediaBox=pikepdf.Array([0, 0, 200, 200]),
+                                  Contents=pdf.make_stream(content))
+        pdf.pages.append(pikepdf.Page(page))
+    buf = io.BytesIO()
+    pdf.save(buf)
+    policy = JobPolicy(mode=Mode.RASTER, dpi=300, watermark=WatermarkSpec(text="CONFIDENTIAL", pages="1"))
+    data = buf.getvalue()
+    output = watermark_raster(data, preflight(data, policy), policy)
+    made = (data, output, b"")
+    assert _validate(made, output, "standard", policy) == set()
+    assert _colour_figures(made, _edit(output, lambda pdf, page: _recoloured(page, _brown)), "standard",
+                           policy)
