@@ -4,6 +4,7 @@ Precedence: defaults < TOML file (DOCFENCE_CONFIG or --config) < DOCFENCE_* envi
 Every value is validated here, so a bad setting fails at start-up with a clear message.
 
 One module per component: `worker`, `server`, `webhooks`, `issuing` ([verification], [signing]),
+`encryption` ([encryption]),
 `classes` ([classes.NAME]); `settings` holds them together, `loader` reads file and variables, `tables`
 holds the checks every section shares, `environment` the variables read outside Settings.
 
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from docfence.config.classes import DocumentClass
+    from docfence.config.encryption import EncryptionConfig
     from docfence.config.environment import (
         ClientSettings,
         admin_database_url,
@@ -36,12 +38,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_DATABASE_URL", "DEFAULT_STORAGE_URL", "SETTINGS_ENV", "WORKER_ENV", "ClientSettings",
-    "ConfigError", "DocumentClass", "ServerConfig", "Settings", "SigningConfig", "VerificationConfig",
+    "ConfigError", "DocumentClass", "EncryptionConfig", "ServerConfig", "Settings", "SigningConfig",
+    "VerificationConfig",
     "WebhooksConfig", "WorkerConfig", "admin_database_url", "load_client_settings",
     "load_limits", "load_settings", "sandbox_environment",
 ]
 _HOME = {
     "DocumentClass": "classes",
+    "EncryptionConfig": "encryption",
     **dict.fromkeys(("ClientSettings", "admin_database_url", "load_client_settings", "sandbox_environment"),
                     "environment"),
     "SigningConfig": "issuing", "VerificationConfig": "issuing",

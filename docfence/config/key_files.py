@@ -11,9 +11,10 @@ from pathlib import Path
 from docfence.config.settings import Settings
 from docfence.core.errors import ConfigError
 
-#: The keys docfence keeps in a local data folder: the password-sealing key (blobs/sealed.KEY_FILE)
-#: and the secret that signs download URLs (service/base.load_signing_secret). Both are made 0600.
-DATA_FOLDER_KEYS = ("password.key", "signing.key")
+#: The keys docfence keeps in a local data folder: the password-sealing key (blobs/sealed.KEY_FILE),
+#: the secret that signs download URLs (service/base.load_signing_secret) and the local provider's
+#: key-encryption keys (blobs/kek/local.KEK_FILE). All are made 0600.
+DATA_FOLDER_KEYS = ("password.key", "signing.key", "kek.key")
 
 
 def check_key_files(settings: Settings) -> None:
@@ -37,6 +38,9 @@ def key_files(settings: Settings) -> Iterator[tuple[Path, str]]:
     """(path, how a message names it: a format with {path}) of every key file `settings` name or keep."""
     if settings.signing.pkcs12:
         yield Path(settings.signing.pkcs12).absolute(), "signing key {path} ([signing] pkcs12)"
+    if settings.encryption.kek_file:
+        yield (Path(settings.encryption.kek_file).absolute(),
+               "key-encryption key {path} ([encryption] kek_file)")
     folder = settings.data_folder()
     if folder is not None:
         for name in DATA_FOLDER_KEYS:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from docfence.config.classes import classes_from
+from docfence.config.encryption import encryption_from
 from docfence.config.issuing import VerificationConfig, signing_from
 from docfence.config.server import server_from
 from docfence.config.settings import Settings
@@ -46,7 +47,7 @@ _ALLOWED: dict[str, tuple[Any, str]] = {
                   "allowed: DEBUG, INFO, WARNING, ERROR or CRITICAL"),
 }
 #: Sections ([name]) of the file, each built by its component's module rather than typed as a value.
-_TABLES = ("classes", "worker", "limits", "server", "webhooks", "verification", "signing")
+_TABLES = ("classes", "worker", "limits", "server", "webhooks", "verification", "signing", "encryption")
 
 
 def load_settings(path: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None) -> Settings:
@@ -94,7 +95,7 @@ def _build(data: dict[str, Any], env: dict[str, str]) -> Settings:
         top = sorted({*known, "builtin_classes"} - set(_TABLES))
         raise ConfigError(f"unknown setting {unknown[0]!r} (allowed top-level keys: {', '.join(top)}; "
                           "tables: [classes.NAME], [worker], [limits], [server], [webhooks], [verification], "
-                          "[signing])")
+                          "[signing], [encryption])")
     sources = {name: name for name in data}
     worker_table = data.pop("worker", {})
     sections = _sections(data, env, builtin)
@@ -115,6 +116,7 @@ def _sections(data: dict[str, Any], env: dict[str, str], builtin: bool) -> dict[
         "server": server_from(data.pop("server", {})),
         "verification": section(VerificationConfig, "[verification]", data.pop("verification", {})),
         "signing": signing_from(data.pop("signing", {}), env),
+        "encryption": encryption_from(data.pop("encryption", {}), env),
         "webhooks": webhooks_from(data.pop("webhooks", {})),
         "classes": classes_from(data.pop("classes", {}), builtin),
     }

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from docfence.config.classes import DocumentClass
+from docfence.config.encryption import EncryptionConfig
 from docfence.config.issuing import SigningConfig, VerificationConfig
 from docfence.config.server import ServerConfig
 from docfence.config.webhooks import WebhooksConfig
@@ -49,6 +50,7 @@ class Settings:
     metrics_dir: str = ""
     verification: VerificationConfig = field(default_factory=VerificationConfig)
     signing: SigningConfig = field(default_factory=SigningConfig)
+    encryption: EncryptionConfig = field(default_factory=EncryptionConfig)
 
     def __post_init__(self) -> None:
         if not self.database_url.startswith(("sqlite:///", "postgresql://", "postgres://")):

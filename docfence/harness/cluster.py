@@ -233,7 +233,9 @@ def cluster(root: Path, db_url: str, *, storage_url: str | None = None, unprivil
     (with its whole group) on the way out."""
     prepare_root(root)
     secrets_env = {"DOCFENCE_PASSWORD_KEY": base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
-                   "DOCFENCE_SIGNING_SECRET": secrets.token_hex(32)}
+                   "DOCFENCE_SIGNING_SECRET": secrets.token_hex(32),
+                   # one key-encryption key file for every process (PostgreSQL + S3 has no data folder)
+                   "DOCFENCE_KEK_FILE": str(root / "keys" / "kek.key")}
     deployed = Cluster(root, db_url, storage_url or f"file://{root / 'objects'}", unprivileged,
                        {**secrets_env, **(extra_env or {})}, dict(regions or {}))
     deployed.write_config("base", config)

@@ -115,6 +115,23 @@ def blob_store(c: Cluster, region: str) -> BlobStore:
     return open_blob_store(c.regions.get(region, c.storage_url))
 
 
+def stored_plaintext(c: Cluster, job_id: str, key: str, region: str) -> bytes:
+    """The plaintext of a job's stored object, opened with the job's data key as its row names it (the
+    deployment's key file) or read as is for a plaintext job."""
+    from docfence.blobs.kek.jobs import JobKeys, RowKey, read_object
+    from docfence.config.encryption import EncryptionConfig
+    from docfence.store.base import open_store
+
+    store = open_store(c.db_url)
+    try:
+        job = store.get(job_id)
+    finally:
+        store.close()
+    keys = JobKeys(EncryptionConfig(kek_file=c.extra_env["DOCFENCE_KEK_FILE"]), None)
+    row = RowKey(job.tenant, job.id, job.data_key_provider, job.data_key_kek_id, job.data_key_wrapped)
+    return read_object(blob_store(c, region), key, keys.key_for(row))
+
+
 def stale_staged(c: Cluster, job_ids: list[str]) -> list[str]:
     """Staging objects of these jobs that no artifact row names (the losing attempts' leftovers)."""
     rows = Rows(c.db_url)
@@ -183,7 +200,7 @@ def _stale_publish(c: Cluster, job: JobRow, art: ArtifactRow | None, commits: in
         return f"artifact of attempt {art and art.attempt} for attempt {job.attempt}, {commits} commits"
     api = c.job(job.id) or {}
     api_sha = (api.get("artifact") or {}).get("sha256")
-    stored = blob_store(c, job.region).get(art.key)
+    stored = stored_plaintext(c, job.id, art.key, job.region)
     downloaded = c.download(job.id)
     shas = {art.sha256, api_sha, hashlib.sha256(stored).hexdigest(),
             hashlib.sha256(downloaded or b"").hexdigest()}

@@ -8,6 +8,8 @@ import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from docfence.blobs.base import BlobReader
+from docfence.blobs.envelope import DataKey, open_chunks
 from docfence.core import tokens
 from docfence.core.access import Principal
 from docfence.core.errors import (
@@ -20,6 +22,7 @@ from docfence.core.errors import (
 )
 from docfence.core.records import Artifact, Job
 from docfence.core.states import JobState
+from docfence.service.artifacts_keys import job_keys, row_key
 from docfence.service.base import ServiceState
 
 log = logging.getLogger(__name__)
@@ -66,17 +69,19 @@ class Artifacts(ServiceState):
         artifact = self._live_artifact(job)
         if artifact.attempt != payload["a"] or artifact.sha256 != payload["s"]:
             raise ArtifactGone("the artifact this link named is no longer published")
-        try:
-            blobs = self.router.for_region(job.region)
-            reader = blobs.open_read(artifact.key, expected_sha256=artifact.sha256)
+        data_key = job_keys(self).key_for(row_key(job))
+        try:  # a sealed object is opened while it streams; Content-Length stays the plaintext's size
+            reader = self.router.for_region(job.region).open_read(
+                artifact.key, expected_sha256=artifact.sha256 if data_key is None else None)
         except BlobNotFound:
             raise ArtifactGone() from None
+        chunks = _plaintext(reader, data_key, artifact.key, artifact.sha256)
         with self._writes:
             self.store.record_event("download", actor=f"key:{payload['k']}", job_id=job.id,
                                     details={"attempt": artifact.attempt, "bytes": artifact.bytes})
         log.info("job %s attempt %d artifact downloaded", job.id, artifact.attempt)
         return Download(job.id, artifact.attempt, artifact.sha256, artifact.bytes,
-                        self._verified(job, artifact, reader.iter_chunks()), reader.close)
+                        self._verified(job, artifact, chunks), reader.close)
 
     def _verified(self, job: Job, artifact: Artifact, chunks: Iterator[bytes]) -> Iterator[bytes]:
         """Yield `chunks` one behind: the last chunk is released only once every byte was hashed, the
@@ -116,3 +121,13 @@ class Artifacts(ServiceState):
         if artifact.deleted_at is not None:
             raise ArtifactGone()
         return artifact
+
+
+def _plaintext(reader: BlobReader, key: DataKey | None, object_key: str, sha256: str) -> Iterator[bytes]:
+    """The artifact's plaintext chunks: opened under the job's data key (its header is checked at the
+    first chunk, so a bad object aborts the response as any integrity failure does, and is audited),
+    or read as is for a job stored before encryption."""
+    if key is None:
+        yield from reader.iter_chunks()
+        return
+    yield from open_chunks(reader, key, object_key, expected_sha256=sha256)

@@ -9,6 +9,7 @@ import secrets
 import threading
 
 from docfence.blobs import RegionRouter
+from docfence.blobs.kek.jobs import JobKeys
 from docfence.blobs.sealed import PasswordSeal
 from docfence.config import Settings
 from docfence.core.access import Principal
@@ -53,6 +54,8 @@ class ServiceState:
         # submits cannot starve the threadpool that status reads also need; the store says how many.
         self._writes = threading.BoundedSemaphore(store.write_slots)
         self._seal: PasswordSeal | None = None  # loaded on the first password (its key may be remote-only)
+        # the jobs' data keys ([encryption]); the key provider is opened on first use
+        self.job_keys = JobKeys(settings.encryption, settings.data_folder())
 
     def _visible(self, principal: Principal, job_id: str, *, acting: bool = False) -> Job:
         """Another tenant's job is indistinguishable from a missing one. `acting`: the caller ends the

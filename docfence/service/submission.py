@@ -10,6 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, BinaryIO
 
 from docfence import storage_keys as layout
+from docfence.blobs.base import BlobInfo, BlobStore, Readable
+from docfence.blobs.envelope import DataKey, SealingReader, sealed_size
 from docfence.blobs.sealed import PasswordSeal, load_key
 from docfence.core.access import Principal, check_tenant
 from docfence.core.errors import (
@@ -38,6 +40,7 @@ from docfence.intake import (
     clean_filename,
     item_error,
 )
+from docfence.service.artifacts_keys import job_keys
 from docfence.service.base import ServiceState
 from docfence.service.request_policy import SubmitRequest, caller_fields, checked_marks, request_hash
 
@@ -148,7 +151,9 @@ class Submission(ServiceState):
         job_id = new_id()
         key = layout.input_key(tenant, job_id)
         limit = int(self.settings.max_upload_bytes)
-        info = blobs.put_stream(key, CappedReader(SniffedPdf(stream), limit), max_bytes=limit)
+        data_key, row = job_keys(self).new_key(tenant, job_id)  # wrapped: committed with the job row
+        info = _put_input(blobs, key, CappedReader(SniffedPdf(stream), limit), limit, data_key,
+                          self.settings.encryption.chunk_size)
         try:
             policy = self._with_fields(policy, request, job_id=job_id, tenant=tenant, sha256=info.sha256)
             issued = self.verifier.issue(policy, job_id, info.sha256)  # its verification URL, if any
@@ -160,6 +165,7 @@ class Submission(ServiceState):
             idempotency_key=request.idempotency_key, request_hash=request_hash(info.sha256, policy, request),
             actor=actor, job_id=job_id, label=label, filename=clean_filename(request.filename),
             sealed_password=password is not None,
+            data_key_provider=row.provider, data_key_kek_id=row.kek_id, data_key_wrapped=row.wrapped,
         ), blobs, layout.job_prefix(tenant, job_id))
         if password is not None:
             try:
@@ -205,6 +211,17 @@ class Submission(ServiceState):
         values = resolve_fields(rules, caller_fields(request), job_id=job_id, tenant=tenant,
                                 issued_at=self.clock.now())
         return policy.evolve(fields={**values, "sha8": sha256[:8]})
+
+
+def _put_input(blobs: BlobStore, key: str, source: Readable, limit: int, data_key: DataKey | None,
+               chunk_size: int) -> BlobInfo:
+    """Store an upload, sealed under the job's data key as it streams (plaintext when there is none);
+    the answer names the plaintext's sha256 and size: what the job, its URL and a retry name."""
+    if data_key is None:
+        return blobs.put_stream(key, source, max_bytes=limit)
+    sealing = SealingReader(source, data_key, key, chunk_size=chunk_size)
+    blobs.put_stream(key, sealing, max_bytes=sealed_size(limit, chunk_size))
+    return BlobInfo(key, sealing.info.plaintext_sha256, sealing.info.plaintext_bytes)
 
 
 def _batch_items(staged: Sequence[Staged | BaseException], partial: bool) -> list[Staged | BatchOutcome]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from docfence.core.errors import IdempotencyConflict, IllegalTransition, LeaseLost, StaleAttempt
 from docfence.core.policy import JobPolicy
-from docfence.core.records import ArtifactInfo, Claim, Completion, Job, NewJob
+from docfence.core.records import ArtifactInfo, Claim, Completion, Job, NewJob, key_fingerprint
 from docfence.core.states import Event, JobState, Transition, transition
 from docfence.store.job_reads import JobReads
 from docfence.store.ops import OperationsQueries
@@ -45,6 +45,8 @@ def _insert_params(new: NewJob) -> dict[str, Any]:
         "input_key": new.input_key, "input_sha256": new.input_sha256, "input_bytes": new.input_bytes,
         "parent_job_id": new.parent_job_id, "report_request_id": new.report_request_id,
         "label": new.label, "filename": new.filename, "sealed_password": new.sealed_password,
+        "data_key_provider": new.data_key_provider, "data_key_kek_id": new.data_key_kek_id,
+        "data_key_wrapped": new.data_key_wrapped,
     }
 
 
@@ -320,9 +322,20 @@ class SqlStore(JobReads, OperationsQueries, ReconcilePasses, ReportQueries, Webh
             self._append_events(tx, [(row, {
                 "job_id": job_id, "attempt": row["attempt"], "actor": actor, "action": "bytes_deletion",
                 "from_state": row["state"], "to_state": row["state"], "reason": reason,
-                "at": row["deleted_at"], "details": _noted({"request_id": request_id}, note),
+                "at": row["deleted_at"], "details": _noted({"request_id": request_id, **_key_destroyed(row)},
+                                                           note),
             })])
         return self._job(row)
+
+
+def _key_destroyed(row: Row) -> dict[str, Any]:
+    """The deletion event's evidence that the job's data key was destroyed (in the tombstone's own
+    UPDATE): a fingerprint of the key-encryption key that had wrapped it, never the key."""
+    if row["data_key_provider"] is None or row["data_key_destroyed_at"] is None:
+        return {}
+    return {"key_destroyed": True,
+            "kek_fingerprint": key_fingerprint(row["data_key_provider"], row["data_key_kek_id"] or "")}
+
 
 def _noted(details: dict[str, Any], note: str | None) -> dict[str, Any]:
     """`details` with the caller's free-text reason under `note` (absent when none was given)."""

@@ -17,14 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from docfence.blobs.base import BlobInfo, translated_os_errors
+from docfence.blobs.base import BlobInfo
+from docfence.blobs.envelope import DataKey
+from docfence.blobs.kek.jobs import JobKeys
 from docfence.blobs.regions import RegionRouter
 from docfence.blobs.sealed import PasswordSeal, load_key
 from docfence.config import Settings
 from docfence.core.clock import monotonic
 from docfence.core.errors import (
     BlobError,
-    BlobNotFound,
     ConfigError,
     DocfenceError,
     LeaseLost,
@@ -43,6 +44,7 @@ from docfence.sandbox.scratch import make_owned, remove_orphans
 from docfence.storage_keys import job_prefix, staging_key
 from docfence.store.base import JobStore
 from docfence.store.wakeups import Wakeups
+from docfence.worker import sealing
 from docfence.worker.committer import Committer, StagedResult
 from docfence.worker.failures import describe_start, kept_validation, unexpected_failure
 from docfence.worker.leases import Lease, LeaseKeeper, close_thread_connection
@@ -69,16 +71,10 @@ class Counters:
     discarded: int = 0
 
 
-def _write_scratch(workdir: Path, data: bytes) -> None:
-    """The job's input in its scratch folder; a full disk there is storage_full (retried in the
-    attempt, as any storage outage), never an internal_error."""
-    with translated_os_errors("write the job's scratch copy"):
-        (workdir / "input.pdf").write_bytes(data)
-
-
 class Worker:
     def __init__(self, settings: Settings, store: WorkerStore, regions: RegionRouter, *,
-                 worker_id: str | None = None, backoff: Backoff | None = None) -> None:
+                 worker_id: str | None = None, backoff: Backoff | None = None,
+                 job_keys: JobKeys | None = None) -> None:
         self.settings, self.cfg, self.store, self.regions = settings, settings.worker, store, regions
         self.backoff = backoff or Backoff()  # outages within an attempt, and claims while the store is down
         self._claim_failures = 0  # consecutive failed claims: the outage's back-off step
@@ -100,6 +96,7 @@ class Worker:
         self.sign_sandbox = Sandbox("sign")
         self._seal: PasswordSeal | None = None  # loaded by the first job that carries a password
         self._signing = signing_request(settings)
+        self.keys = job_keys or JobKeys(settings.encryption, settings.data_folder())  # opened on first use
 
     def run(self, *, until_idle: bool = False, max_jobs: int | None = None) -> Counters:
         """Claim and process jobs until `stopping` is set (SIGTERM), the queue is idle, or max_jobs."""
@@ -213,12 +210,8 @@ class Worker:
         workdir.mkdir()
         try:
             store = self.regions.for_region(job.region)
-            input_key = job.input_key
-            if input_key is None:
-                raise BlobNotFound("the job has no input")
-            data = retry.call("reading the input",
-                              lambda: store.get(input_key, expected_sha256=job.input_sha256))
-            retry.call("copying the input to the scratch folder", lambda: _write_scratch(workdir, data))
+            key = sealing.data_key(self.keys, job, retry)
+            sealing.fetch_input(store, job, key, workdir / "input.pdf", retry)
             password = self._password(job, retry)
             outcome = self._render(claim, lease, workdir, password)
             if outcome is None:
@@ -231,7 +224,7 @@ class Worker:
                 self._fail(claim, outcome.error_code or "engine_error", outcome.error_message or "",
                            outcome.retryable, retry, validation=kept)
                 return False
-            return self._stage(claim, lease, workdir / "output.pdf", outcome, retry)
+            return self._stage(claim, lease, workdir / "output.pdf", outcome, retry, key)
         except LeaseLost:
             self._discard_lost(claim)
         except StaleAttempt:
@@ -310,29 +303,31 @@ class Worker:
             self._stop_seen = monotonic()
         return monotonic() - self._stop_seen > self.cfg.shutdown_grace_s
 
-    def _stage(self, claim: Claim, lease: Lease, output: Path, outcome: Outcome, retry: OutageRetry) -> bool:
-        """Upload the output to its attempt-specific staging key and hand it to the committer. Raises
-        LeaseLost, before anything is uploaded, when the lease was lost (and again before the hand-over)."""
+    def _stage(self, claim: Claim, lease: Lease, output: Path, outcome: Outcome, retry: OutageRetry,
+               key: DataKey | None = None) -> bool:
+        """Upload the output (sealed under the job's data key) to its attempt-specific staging key and
+        hand it to the committer. Raises LeaseLost, before anything is uploaded, when the lease was lost
+        (and again before the hand-over)."""
         job, attempt = claim.job, claim.attempt
         size = output.stat().st_size
         if size > job.policy.limits.max_output_bytes:
             self._fail(claim, "render_resource_exceeded", "the output exceeds its size limit", False, retry)
             return False
         store = self.regions.for_region(job.region)
-        key = staging_key(job.tenant, job.id, attempt)
+        staging = staging_key(job.tenant, job.id, attempt)
 
         def upload() -> BlobInfo:
             if lease.lost.is_set():  # checked before every try: a lost attempt uploads nothing
                 raise LeaseLost("lease lost before staging")
             fault_point("storage_write", error=lambda: BlobError("injected storage write failure"))
-            with output.open("rb") as fh:
-                return store.put_stream(key, fh, max_bytes=job.policy.limits.max_output_bytes)
+            return sealing.put_output(store, staging, output, key, job.policy.limits.max_output_bytes,
+                                      self.settings.encryption.chunk_size)
 
         info = retry.call("staging the output", upload)
         fault_point("after_staging_upload")
         if lease.lost.is_set():  # staged too late: the reconciler's orphan sweep removes the object
             raise LeaseLost("lease lost before commit")
-        artifact = ArtifactInfo(key, info.sha256, info.bytes, outcome.pages, outcome.validation or {})
+        artifact = ArtifactInfo(staging, info.sha256, info.bytes, outcome.pages, outcome.validation or {})
         self.committer.submit(StagedResult(claim, artifact, lease, store))
         return True
 

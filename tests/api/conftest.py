@@ -15,11 +15,13 @@ from starlette.types import Receive, Scope, Send
 
 from docfence import storage_keys
 from docfence.api import create_app
+from docfence.blobs.kek.jobs import put_object
 from docfence.client import DocfenceClient
 from docfence.config import Settings
 from docfence.core.clock import FakeClock, utcnow
 from docfence.core.records import ArtifactInfo, Job
 from docfence.service import Service, build_service
+from docfence.service.artifacts_keys import job_keys, row_key
 from docfence.store.base import Store, open_store
 from docfence.testing.procs import LONG_BUDGET_LIMITS
 from docfence.testing.servers import running
@@ -72,7 +74,8 @@ class ApiEnv:
         """Play the worker for a claim already taken: publish under its artifact key, fenced commit."""
         job_id = claim.job.id
         key = storage_keys.artifact_key(claim.job.tenant, job_id, claim.attempt)
-        self.service.router.for_region(claim.job.region).put(key, data)
+        sealed_under = job_keys(self.service).key_for(row_key(claim.job))  # sealed, as the worker does
+        put_object(self.service.router.for_region(claim.job.region), key, data, sealed_under)
         info = ArtifactInfo(key=key, sha256=hashlib.sha256(data).hexdigest(), bytes=len(data), pages=pages)
         return self.store.complete(job_id, claim.attempt, "test-worker", info)
 

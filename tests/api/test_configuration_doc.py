@@ -19,7 +19,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 #: Section heading -> the dataclass its table documents, and keys the TOML file cannot set directly.
 SECTIONS: dict[str, tuple[type, set[str]]] = {
     "## Top-level keys": (config.Settings, {"classes", "worker", "limits", "server", "webhooks",
-                                            "verification", "signing"}),
+                                            "verification", "signing", "encryption"}),
     "## `[classes.NAME]`: document classes": (config.DocumentClass, {"name", "mark_rules"}),
     "### `[classes.NAME.watermark]`": (WatermarkSpec, set()),
     "### `[classes.NAME.sanitize]`": (SanitizePolicy, set()),
@@ -31,6 +31,7 @@ SECTIONS: dict[str, tuple[type, set[str]]] = {
     "## `[limits]`": (Limits, set()),
     "## `[server]`": (config.ServerConfig, set()),
     "## `[webhooks]`": (config.WebhooksConfig, set()),
+    "## `[encryption]`": (config.EncryptionConfig, set()),
 }
 #: Keys the loader reads that are not dataclass fields.
 LOADER_KEYS = {

@@ -3,6 +3,7 @@ downloads are refused, and the audit trail records who asked and when."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from docfence.blobs import open_blob_store
+from docfence.blobs.kek.jobs import put_object
 from docfence.blobs.regions import RegionRouter
 from docfence.config import Settings
 from docfence.core.clock import FakeClock
@@ -19,6 +21,7 @@ from docfence.core.states import JobState
 from docfence.maintenance.deletion import DeletionService
 from docfence.maintenance.reconciler import ReconcileConfig, Reconciler
 from docfence.service import Principal, Service, SubmitRequest
+from docfence.service.artifacts_keys import job_keys, row_key
 from docfence.storage_keys import job_prefix, staging_key
 from docfence.testing.blob_contract import run_moto_server
 
@@ -57,8 +60,10 @@ def finished_job(store, clock: FakeClock, storage_url: str) -> tuple[Service, st
     job, _ = service.submit(PRINCIPAL, io.BytesIO(b"%PDF-1.7 synthetic"), SubmitRequest())
     claim = store.claim("w")[0]
     key = staging_key(job.tenant, job.id, claim.attempt)
-    info = router.for_region(job.region).put(key, b"%PDF-1.7 watermarked")
-    store.complete(job.id, claim.attempt, "w", ArtifactInfo(key, info.sha256, info.bytes, 1))
+    output = b"%PDF-1.7 watermarked"
+    put_object(router.for_region(job.region), key, output, job_keys(service).key_for(row_key(job)))
+    store.complete(job.id, claim.attempt, "w",
+                   ArtifactInfo(key, hashlib.sha256(output).hexdigest(), len(output), 1))
     router.for_region(job.region).put(staging_key(job.tenant, job.id, 9), b"stale attempt upload")
     return service, job.id
 

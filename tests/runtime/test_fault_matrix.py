@@ -24,6 +24,7 @@ import psycopg
 import pytest
 
 from docfence.blobs import open_blob_store
+from docfence.blobs.kek.jobs import JobKeys, read_object
 from docfence.config import load_settings
 from docfence.core.clock import FakeClock
 from docfence.core.errors import StoreUnavailable
@@ -32,6 +33,7 @@ from docfence.core.states import JobState
 from docfence.maintenance.reconciler import Reconciler
 from docfence.samples.pdfs import links
 from docfence.service import Principal, Service, SubmitRequest
+from docfence.service.artifacts_keys import row_key
 from docfence.store.base import open_store
 from docfence.testing.barriers import HANG_GUARD_S, Barriers
 from docfence.testing.procs import long_budget_config, start_worker, stop, wait_for, worker_env
@@ -113,7 +115,8 @@ def assert_one_winner(rt: Runtime, env: Env, job_id: str, *, min_attempt: int = 
     assert job.state is JobState.SUCCEEDED, (job.state, job.last_error_code)
     art = rt.store.artifact(job_id)
     assert art is not None and art.attempt == job.attempt >= min_attempt
-    data = open_blob_store(env.storage_url).get(art.key)
+    keys = JobKeys(rt.settings.encryption, rt.settings.data_folder())  # the object is sealed: open it
+    data = read_object(open_blob_store(env.storage_url), art.key, keys.key_for(row_key(job)))
     assert hashlib.sha256(data).hexdigest() == art.sha256
     # past any lease the test expired (that attempt ended then, by its clock) and the grace after it
     reconciler = env.reconciler_after(rt, EXPIRY_S + rt.settings.staging_grace_s + 1)

@@ -42,8 +42,8 @@ PRINCIPAL = Principal("t", "t1", ("admin",))
 
 
 class FlakyBlobs:
-    """A real local blob store whose first `fail_puts` put_stream calls and first `fail_gets` get calls
-    raise `error` (an outage), then work."""
+    """A real local blob store whose first `fail_puts` put_stream calls and first `fail_gets` get (or
+    open_read) calls raise `error` (an outage), then work."""
 
     def __init__(self, inner: LocalBlobStore, *, fail_puts: int = 0, fail_gets: int = 0,
                  error: type[BlobError] = BlobError) -> None:
@@ -58,6 +58,12 @@ class FlakyBlobs:
         if self.gets <= self.fail_gets:
             raise self.error("injected: storage unreachable")
         return self.inner.get(key, **kwargs)
+
+    def open_read(self, key: str, **kwargs: Any) -> Any:  # a sealed input is read as a stream
+        self.gets += 1
+        if self.gets <= self.fail_gets:
+            raise self.error("injected: storage unreachable")
+        return self.inner.open_read(key, **kwargs)
 
     def put_stream(self, key: str, stream: Any, **kwargs: Any) -> Any:
         self.puts += 1
@@ -127,7 +133,16 @@ def test_a_full_scratch_folder_is_storage_full_and_retried(  # type: ignore[no-u
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_write(path, data)
 
+    real_open = Path.open
+
+    def full_once_open(path: Path, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        if path.name == "input.pdf" and "w" in mode and fails[0] > 0:  # a sealed input is streamed
+            fails[0] -= 1
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_open(path, mode, *args, **kwargs)
+
     monkeypatch.setattr(Path, "write_bytes", full_once)
+    monkeypatch.setattr(Path, "open", full_once_open)
     before = _retries("storage", "storage_full")
     Worker(settings, store, RegionRouter({"local": LocalBlobStore(tmp_path / "objects")}),
            backoff=TINY).run(until_idle=True)
@@ -339,6 +354,9 @@ class FlakyPasswordBlobs(FlakyBlobs):
             if self.gets <= self.fail_gets:
                 raise self.error("injected: storage unreachable")
         return self.inner.get(key, **kwargs)
+
+    def open_read(self, key: str, **kwargs: Any) -> Any:
+        return self.inner.open_read(key, **kwargs)
 
 
 def test_reading_the_sealed_password_through_an_outage_costs_no_attempt(  # type: ignore[no-untyped-def]

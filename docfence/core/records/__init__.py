@@ -13,6 +13,7 @@ from docfence.core.records.jobs import (
     Job,
     NewJob,
     failed_validation,
+    key_fingerprint,
 )
 from docfence.core.records.reports import (
     ProviderObservation,
@@ -53,4 +54,5 @@ __all__ = [
     "WebhookDelivery",
     "WebhookEndpoint",
     "failed_validation",
+    "key_fingerprint",
 ]

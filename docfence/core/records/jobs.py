@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,10 @@ class NewJob:
     label: str | None = None  # the caller's own tag, searchable; never logged
     filename: str | None = None  # the upload's original name (no folders); never logged
     sealed_password: bool = False  # the PDF password is sealed beside the input (never in the row)
+    # its data key, wrapped (docs/encryption.md); all None: stored in plaintext (a report snapshot)
+    data_key_provider: str | None = None
+    data_key_kek_id: str | None = None
+    data_key_wrapped: str | None = field(default=None, repr=False)  # base64 of the wrapped bytes
 
 
 @dataclass(frozen=True)
@@ -70,10 +75,27 @@ class Job:
     label: str | None = None  # the caller's tag (searchable within the tenant); never logged
     filename: str | None = None  # the upload's original name; never logged
     sealed_password: bool = False  # its PDF password is sealed beside its input (blobs/sealed.py)
+    # Envelope encryption (docs/encryption.md): which key provider and key-encryption key wrapped the
+    # job's data key, and the wrapped key (base64). Provider None: a job stored before encryption, its
+    # objects plaintext. Provider set and wrapped None: the key was destroyed (deletion).
+    data_key_provider: str | None = None
+    data_key_kek_id: str | None = None
+    data_key_wrapped: str | None = field(default=None, repr=False)
+
+    @property
+    def encrypted(self) -> bool:
+        """Whether the job's objects are sealed (its row says so; the bytes are never sniffed)."""
+        return self.data_key_provider is not None
 
     @property
     def terminal(self) -> bool:
         return self.state.terminal
+
+
+def key_fingerprint(provider: str, key_id: str) -> str:
+    """32 hex characters naming a key-encryption key in audit events and `inspect`, never the key itself
+    (and not its id, which may be an ARN naming an account)."""
+    return hashlib.sha256(f"docfence-kek\0{provider}\0{key_id}".encode()).hexdigest()[:32]
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,13 @@
 -- Deletion and retention: tombstones keep the metadata; the bytes go.
 
 -- name: tombstone_job
--- Mark a terminal job's bytes as deleted (idempotent: the first request id and time stay).
+-- Mark a terminal job's bytes as deleted (idempotent: the first request id and time stay), and destroy
+-- its wrapped data key in the same UPDATE: every copy of its objects, backups included, is unreadable.
 UPDATE jobs
    SET deleted_at = coalesce(deleted_at, coalesce(:now::timestamptz, now())),
+       data_key_destroyed_at = CASE WHEN data_key_wrapped IS NULL THEN data_key_destroyed_at
+                                    ELSE coalesce(:now::timestamptz, now()) END,
+       data_key_wrapped = NULL,
        deletion_request_id = coalesce(deletion_request_id, :request_id),
        audit_seq = audit_seq + 1
  WHERE id = :id AND state IN ('succeeded', 'failed', 'canceled')

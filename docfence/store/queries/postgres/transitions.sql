@@ -12,18 +12,21 @@
 INSERT INTO jobs AS j (id, tenant, kind, document_class, mode, region, policy, state, attempt, max_attempts,
                   lease_ttl_s, retry_backoff_s, deadline_at, run_after, retention_until, idempotency_key,
                   request_hash, input_key, input_sha256, input_bytes, parent_job_id, report_request_id,
-                  label, filename, sealed_password, created_at, updated_at, audit_seq)
+                  label, filename, sealed_password, data_key_provider, data_key_kek_id, data_key_wrapped,
+                  created_at, updated_at, audit_seq)
 SELECT i.id, i.tenant, i.kind, i.document_class, i.mode, i.region, i.policy::jsonb, :to_state::text, 0,
        i.max_attempts, i.lease_ttl_s, i.retry_backoff_s, t.now + make_interval(secs => i.deadline_s), t.now,
        t.now + make_interval(secs => i.retention_s), i.idempotency_key,
        i.request_hash, i.input_key, i.input_sha256, i.input_bytes, i.parent_job_id, i.report_request_id,
-       i.label, i.filename, i.sealed_password, t.now, t.now, 1
+       i.label, i.filename, i.sealed_password, i.data_key_provider, i.data_key_kek_id, i.data_key_wrapped,
+       t.now, t.now, 1
 FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS t,
      jsonb_to_recordset(:items::jsonb) AS i(id text, tenant text, kind text, document_class text, mode text,
          region text, policy text, max_attempts integer, lease_ttl_s double precision,
          retry_backoff_s double precision, deadline_s double precision, retention_s double precision,
          idempotency_key text, request_hash text, input_key text, input_sha256 text, input_bytes bigint,
-         parent_job_id text, report_request_id text, label text, filename text, sealed_password boolean)
+         parent_job_id text, report_request_id text, label text, filename text, sealed_password boolean,
+         data_key_provider text, data_key_kek_id text, data_key_wrapped text)
 WHERE true
 ON CONFLICT DO NOTHING
 RETURNING *;

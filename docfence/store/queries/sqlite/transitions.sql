@@ -12,7 +12,8 @@
 INSERT INTO jobs (id, tenant, kind, document_class, mode, region, policy, state, attempt, max_attempts,
                   lease_ttl_s, retry_backoff_s, deadline_at, run_after, retention_until, idempotency_key,
                   request_hash, input_key, input_sha256, input_bytes, parent_job_id, report_request_id,
-                  label, filename, sealed_password, created_at, updated_at, audit_seq)
+                  label, filename, sealed_password, data_key_provider, data_key_kek_id, data_key_wrapped,
+                  created_at, updated_at, audit_seq)
 SELECT i.value ->> '$.id', i.value ->> '$.tenant', i.value ->> '$.kind', i.value ->> '$.document_class',
        i.value ->> '$.mode', i.value ->> '$.region', i.value ->> '$.policy', :to_state, 0,
        i.value ->> '$.max_attempts', i.value ->> '$.lease_ttl_s', i.value ->> '$.retry_backoff_s',
@@ -20,7 +21,8 @@ SELECT i.value ->> '$.id', i.value ->> '$.tenant', i.value ->> '$.kind', i.value
        i.value ->> '$.idempotency_key', i.value ->> '$.request_hash', i.value ->> '$.input_key',
        i.value ->> '$.input_sha256', i.value ->> '$.input_bytes', i.value ->> '$.parent_job_id',
        i.value ->> '$.report_request_id', i.value ->> '$.label', i.value ->> '$.filename',
-       i.value ->> '$.sealed_password', t.now, t.now, 1
+       i.value ->> '$.sealed_password', i.value ->> '$.data_key_provider', i.value ->> '$.data_key_kek_id',
+       i.value ->> '$.data_key_wrapped', t.now, t.now, 1
 FROM (SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) AS now) AS t, json_each(:items) AS i
 WHERE true
 ON CONFLICT DO NOTHING
