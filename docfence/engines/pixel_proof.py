@@ -7,8 +7,6 @@ from __future__ import annotations
 import pypdfium2 as pdfium
 from PIL import Image, ImageChops, ImageFilter, ImageOps, ImageStat
 
-from docfence.engines.colour_difference import COLOUR_BOUND_DE99, PERCENTILE, on_grid, percentile_difference
-
 RENDER_PX = 110.0  # longest side of the low-resolution comparison render
 _RASTER_NOISE = 8.0  # mean difference a re-rasterised page may show from resampling alone
 
@@ -123,6 +121,15 @@ def colour_problem(before: Image.Image, after: Image.Image, keep: Image.Image | 
     bound), on the pixels of colour_difference.on_grid. An output page with no colour anywhere (a gray
     encoding: the raster policy may ask for one) is held to the source's lightness instead, as the
     validator cannot tell that policy from auto."""
+    # imported here, not with the module: numpy costs ~0.1 s of CPU to import, and only raster pages
+    # are judged by colour (a vector job, and the command line's zygote, never load it)
+    from docfence.engines.colour_difference import (
+        COLOUR_BOUND_DE99,
+        PERCENTILE,
+        on_grid,
+        percentile_difference,
+    )
+
     if after.size != before.size:
         after = after.resize(before.size)
     source, shown = on_grid(before), on_grid(after)

@@ -339,9 +339,6 @@ def warm(*, every_font: bool = True, marks: bool = True) -> None:
     checkpoint("import-pdfium")
     import pypdfium2  # noqa: F401
 
-    checkpoint("import-numpy")  # the colour proof's arrays (~0.1-0.25 s to import)
-    import numpy  # noqa: F401
-
     checkpoint("import-engines")
     from docfence import faults  # noqa: F401  (the test hook every task passes through)
     from docfence.engines.outline_text import available_fonts
