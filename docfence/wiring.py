@@ -39,7 +39,10 @@ class Runtime:
         cfg = ReconcileConfig(batch=self.settings.reconcile_batch,
                               interval_s=self.settings.worker.reconcile_interval_s,
                               staging_grace_s=self.settings.staging_grace_s)
-        return Reconciler(self.store, self.regions, cfg)
+        from docfence.maintenance.rewrap import rewrapper_for
+
+        rewrapper = rewrapper_for(self.store, self.settings.encryption, self.settings.data_folder())
+        return Reconciler(self.store, self.regions, cfg, rewrapper=rewrapper)
 
     def webhook_dispatcher(self) -> WebhookDispatcher:
         """Delivers webhooks beside the in-process reconciler (any number of them may run at once)."""

@@ -128,8 +128,14 @@ def reconcile(args: argparse.Namespace) -> int:
         from docfence.observability.exposition import serve_metrics
 
         serve_metrics(args.metrics_port, rt.store, addr=args.metrics_addr)
+    if rec.rewrapper is None:  # the data keys' rewrap after a key-encryption key rotation
+        from docfence.maintenance.rewrap import rewrapper_for
+
+        rec.rewrapper = rewrapper_for(rt.store, settings.encryption, settings.data_folder())
     if args.once:
-        print(json.dumps(rec.run_once().__dict__))
+        from dataclasses import asdict
+
+        print(json.dumps(asdict(rec.run_once())))
         return 0
     stop = threading.Event()
     if not args.no_webhooks:  # as beside a worker's in-process reconciler: webhooks are maintenance too
@@ -185,7 +191,8 @@ def ops_status(args: argparse.Namespace) -> int:
     status = {"paused": [p.scope for p in pauses], "class_modes": rt.store.class_modes(),
               "pauses": [{"scope": p.scope, "paused_at": p.paused_at.isoformat(), "actor": p.actor,
                           "reason": p.reason} for p in pauses],
-              "jobs_by_state": rt.store.count_by_state(), "valid_leases": rt.store.valid_lease_count()}
+              "jobs_by_state": rt.store.count_by_state(), "valid_leases": rt.store.valid_lease_count(),
+              "data_keys": _data_key_status(rt)}
     rt.close()
     if args.json:
         print(json.dumps(status, indent=2, sort_keys=True))
@@ -203,7 +210,35 @@ def ops_status(args: argparse.Namespace) -> int:
     counts = status["jobs_by_state"]
     print("jobs: " + ", ".join(f"{state} {counts[state]}" for state in counts))
     print(f"valid leases: {status['valid_leases']} (jobs a live worker is rendering now)")
+    _print_data_keys(status["data_keys"])
     return 0
+
+
+def _data_key_status(rt: Any) -> dict[str, Any]:
+    """Live wrapped data keys per key-encryption key (by fingerprint: a key id may be an ARN naming an
+    account) and how many are not under the current one yet (None: the current one is unknown)."""
+    from docfence.core.records import key_fingerprint
+    from docfence.maintenance.rewrap import current_kek, pending
+
+    counts = rt.store.count_data_keys()
+    current = current_kek(rt.settings.encryption, rt.settings.data_folder())
+    return {"current_kek": key_fingerprint(*current) if current else None,
+            "to_rewrap": pending(counts, current) if current else None,
+            "by_kek": [{"provider": provider, "kek_fingerprint": key_fingerprint(provider, kek_id),
+                        "data_keys": n, "current": (provider, kek_id) == current}
+                       for (provider, kek_id), n in sorted(counts.items())]}
+
+
+def _print_data_keys(keys: dict[str, Any]) -> None:
+    under = ", ".join(f"{k['data_keys']} under {k['provider']}:{k['kek_fingerprint']}"
+                      f"{' (current)' if k['current'] else ''}" for k in keys["by_kek"])
+    print(f"data keys: {under or 'none wrapped yet'}")
+    if keys["to_rewrap"] is None:
+        print("data keys to re-wrap: unknown (the current key-encryption key cannot be read now: no key "
+              "file yet, or the key service does not answer)")
+    else:
+        print(f"data keys to re-wrap: {keys['to_rewrap']} (the reconciler moves them under the current "
+              f"key{' ' + keys['current_kek'] if keys['current_kek'] else ''}, rewrap_batch a pass)")
 
 
 def register_demo(sub: Any) -> None:

@@ -1,7 +1,7 @@
 """The reconciler: one loop over the maintenance services (lease rescue, deadline cancellation,
-retention, staging collection), each a config plus `run_once()`. Every pass is bounded, idempotent
-and safe on many machines at once (the store's fenced predicates and SKIP LOCKED make concurrent
-passes harmless)."""
+retention, staging collection, the data keys' rewrap after a rotation), each a config plus
+`run_once()`. Every pass is bounded, idempotent and safe on many machines at once (the store's fenced
+predicates and SKIP LOCKED make concurrent passes harmless)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from docfence.maintenance.batch import BatchConfig
 from docfence.maintenance.deadlines import DeadlineCanceller
 from docfence.maintenance.lease_rescue import LeaseRescuer
 from docfence.maintenance.retention import RetentionEnforcer
+from docfence.maintenance.rewrap import Rewrapper, RewrapResult
 from docfence.maintenance.staging import TEMP_MIN_AGE_S, StagingCollector, StagingConfig
 from docfence.observability import metrics
 from docfence.store.base import AuditLog, JobStore, OpsStore
@@ -55,6 +56,7 @@ class ReconcileResult:
     # their row lock, and of those skipped beyond the bound then moved by waiting for the lock
     skipped_locked: dict[str, list[str]] = field(default_factory=dict)
     escalated: dict[str, list[str]] = field(default_factory=dict)
+    rewrap: RewrapResult | None = None  # None: no rewrap pass was due (or none is configured)
 
     @property
     def changed(self) -> int:
@@ -63,10 +65,12 @@ class ReconcileResult:
 
 
 class Reconciler:
-    def __init__(self, store: ReconcilerStore, regions: RegionRouter | None, config: ReconcileConfig) -> None:
+    def __init__(self, store: ReconcilerStore, regions: RegionRouter | None, config: ReconcileConfig, *,
+                 rewrapper: Rewrapper | None = None) -> None:
         if config.interval_s <= 0:
             raise DocfenceError("reconciler interval must be positive")
         self.store, self.regions, self.config = store, regions, config
+        self.rewrapper = rewrapper  # None: data keys are not re-wrapped by this reconciler
         rows = BatchConfig(batch=config.batch)
         self.leases = LeaseRescuer(store, rows)
         self.deadlines = DeadlineCanceller(store, rows)
@@ -91,6 +95,8 @@ class Reconciler:
             if monotonic() - self._last_temp_gc >= self.config.temp_interval_s:
                 self._last_temp_gc = monotonic()
                 result.temp_deleted = self.staging.collect_temp_debris()
+        if self.rewrapper is not None:  # its own failure is logged there; these passes are done
+            result.rewrap = self.rewrapper.run_if_due()
         if result.changed:
             log.info("reconciled: %d requeued, %d failed, %d canceled, %d orphans and %d temp files deleted",
                      len(result.requeued), len(result.failed), len(result.canceled),

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from docfence.core.fields import CALLER_FIELDS
 from docfence.core.marks import HIDDEN, marks_view
-from docfence.core.records import Artifact, Attempt, AuditEvent, Job, failed_validation
+from docfence.core.records import Artifact, Attempt, AuditEvent, Job, failed_validation, key_fingerprint
 from docfence.core.states import JobState
 from docfence.store.base import AuditLog, JobStore, OpsStore, ProviderStore
 from docfence.store.passes import RowLockHolder
@@ -260,6 +260,30 @@ def issue_status(job: Job, artifact: Artifact | None) -> dict[str, Any]:
     }
 
 
+def encryption_status(ins: Inspection) -> dict[str, Any]:
+    """Whether the job's bytes are sealed, by which key provider and key-encryption key (its
+    fingerprint, never its id or the key), and when deletion destroyed its data key; from the row,
+    never by reading the bytes. Not sealed: a job stored before encryption (or with it off)."""
+    job = ins.job
+    if job.data_key_provider is None:
+        return {"sealed": False, "provider": None, "kek": None, "key_destroyed_at": None}
+    destroyed = None
+    if job.data_key_wrapped is None:  # the tombstone's UPDATE destroyed it, in the bytes_deletion event
+        found = [e.at for e in ins.events if e.action == "bytes_deletion" and e.details.get("key_destroyed")]
+        destroyed = found[-1] if found else job.deleted_at
+    return {"sealed": True, "provider": job.data_key_provider,
+            "kek": key_fingerprint(job.data_key_provider, job.data_key_kek_id or ""),
+            "key_destroyed_at": iso(destroyed)}
+
+
+def encryption_line(enc: dict[str, Any]) -> str:
+    """`inspect`'s one line on encryption at rest (the console's job view says the same)."""
+    if not enc["sealed"]:
+        return "encryption plaintext (stored before encryption at rest)"
+    gone = f"; data key destroyed {enc['key_destroyed_at']}" if enc["key_destroyed_at"] else ""
+    return f"encryption sealed, provider {enc['provider']}, kek {enc['kek']}{gone}"
+
+
 def format_inspection(ins: Inspection, recipient_visible: bool = False) -> str:
     """The one-screen answer printed by `docfence inspect JOB` (the marks' recipient, purpose and
     reference read "(hidden)" unless `recipient_visible`)."""
@@ -274,6 +298,7 @@ def format_inspection(ins: Inspection, recipient_visible: bool = False) -> str:
         f"lease      {job.lease_owner or '-'} until {_at(job.lease_expires_at, now)}",
         f"heartbeat  {_at(job.heartbeat_at, now)}",
         f"store now  {now.isoformat(timespec='seconds')}   paused: {', '.join(ins.paused) or 'nothing'}",
+        encryption_line(encryption_status(ins)),
         *marks_lines(ins, recipient_visible),
     ]
     if job.last_error_code:
@@ -317,8 +342,8 @@ def iso(value: Any) -> Any:
 
 
 def inspection_dict(ins: Inspection, recipient_visible: bool = False) -> dict[str, Any]:
-    """JSON-ready for the console: no input key, idempotency key or artifact storage key; the marks'
-    recipient, purpose and reference only when `recipient_visible`."""
+    """JSON-ready for the console: no input key, idempotency key, artifact storage key or wrapped data
+    key; the marks' recipient, purpose and reference only when `recipient_visible`."""
     job, p = ins.job, ins.job.policy
     obs = {k: iso(v) for k, v in ins.observation.items()} if ins.observation else None
     return {
@@ -342,6 +367,7 @@ def inspection_dict(ins: Inspection, recipient_visible: bool = False) -> dict[st
         "validation": job_validation(ins),
         "issue": issue_status(job, ins.artifact),  # verification code and signature
         "artifact": _artifact(ins.artifact),
+        "encryption": encryption_status(ins),
         "paused": ins.paused,
         "lock_holders": [asdict(h) for h in ins.lock_holders],
         "next_steps": ins.next_steps,

@@ -28,6 +28,10 @@ DISCARD_REASONS = ("lease_lost", "stale_commit", "stale_fail", "commit_unknown")
 #: How a provider poll ended: the values of providers.poller.PollOutcomeCode (a test keeps them equal).
 POLL_OUTCOMES = ("succeeded", "provider_failed", "deadline", "provider_http_error", "provider_unavailable",
                  "provider_malformed", "provider_unknown_status")
+#: Where sealing or opening a job's bytes failed (label `op` of docfence_encryption_failures_total).
+ENCRYPTION_OPS = ("seal", "open", "wrap", "unwrap")
+#: The error codes those failures carry, started at zero (an unknown code is still counted, bounded).
+ENCRYPTION_CODES = ("object_integrity", "storage_error", "config_invalid")
 _MAX_LABEL = 48
 
 if getattr(values.ValueClass, "_multiprocess", False):
@@ -94,6 +98,14 @@ INTERNAL_ERRORS = Counter(
     "docfence_internal_errors_total",
     "Attempts failed with internal_error (a bug: its error id names the traceback in the log).")
 
+ENCRYPTION_FAILURES = Counter(
+    "docfence_encryption_failures_total",
+    "Sealing or opening a job's bytes or data key failed (a tampered object, a lost or unreachable KEK).",
+    ["op", "code"],
+)
+REWRAPS = Counter(
+    "docfence_rewraps_total", "Data keys rewrapped under the current key-encryption key (rotation).")
+
 HTTP_SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 HTTP_REQUESTS = Counter(
     "docfence_http_requests_total", "HTTP requests answered by the API, by route template and status.",
@@ -121,6 +133,9 @@ for _mode_name in sorted(_MODES):  # the validation-failure rate has a series be
 for _pass in ("lease_expired", "deadline_reached"):
     SKIPPED_LOCKED.labels(_pass)
     SKIPPED_LOCKED_ESCALATED.labels(_pass)
+for _op in ENCRYPTION_OPS:  # the encryption-failure alert has a series before the first failure
+    for _code in ENCRYPTION_CODES:
+        ENCRYPTION_FAILURES.labels(_op, _code)
 
 
 def multiprocess_enabled() -> bool:
@@ -262,3 +277,14 @@ def record_provider_poll(outcome: str) -> None:
 
 def record_provider_observation(kind: str) -> None:
     PROVIDER_OBSERVATIONS.labels(_label(kind)).inc()
+
+
+def count_encryption_failure(op: str, code: str) -> None:
+    """One failure to seal, open, wrap or unwrap a job's bytes or data key; `code` is the error's code."""
+    ENCRYPTION_FAILURES.labels(op if op in ENCRYPTION_OPS else "other", _label(code, "unknown")).inc()
+
+
+def count_rewraps(n: int) -> None:
+    """`n` data keys rewrapped under the current key-encryption key by a rewrap pass."""
+    if n > 0:
+        REWRAPS.inc(n)

@@ -32,6 +32,7 @@ from docfence.core.records import (
     WebhookEndpoint,
 )
 from docfence.core.states import JobState
+from docfence.store.data_keys import StoredDataKey
 from docfence.store.passes import HolderVerdict, PassResult, RowLockHolder
 from docfence.store.reports import ALL_TENANTS
 from docfence.store.sqlstore import SqlStore
@@ -151,6 +152,18 @@ class KeyStore(Protocol):
     def list_api_keys(self, tenant: str | None = None) -> list[ApiKey]: ...
 
 
+class DataKeyStore(Protocol):
+    """Jobs' wrapped data keys after a key-encryption key rotation: the rows still under an older key,
+    a fenced replacement of one row's wrapped key (False: destroyed or re-wrapped meanwhile), and how
+    many live wrapped keys each (provider, key id) holds."""
+
+    def rewrap_due(self, provider: str, kek_id: str, *, after: str = "", limit: int = 100
+                   ) -> list[StoredDataKey]: ...
+    def replace_wrapped_key(self, job_id: str, *, old: str, provider: str, kek_id: str, wrapped: str
+                            ) -> bool: ...
+    def count_data_keys(self) -> dict[tuple[str, str], int]: ...
+
+
 class ReportStore(Protocol):
     """The report pipeline's records: immutable template versions, report requests (and their
     corrections), monthly schedules, and the jobs of a request. Changes are audited ("reports" chain).
@@ -266,6 +279,6 @@ def _sqlite_path(url: str) -> str:
 if TYPE_CHECKING:  # mypy proves that the concrete store implements every capability protocol
     def _implements_every_capability(store: SqlStore) -> tuple[
         StoreLifecycle, JobStore, AuditLog, OpsStore, KeyStore, ReportStore, ProviderStore, WebhookStore,
-        Wakeups,
+        Wakeups, DataKeyStore,
     ]:
-        return store, store, store, store, store, store, store, store, store
+        return store, store, store, store, store, store, store, store, store, store

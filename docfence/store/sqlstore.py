@@ -16,6 +16,7 @@ from docfence.core.errors import IdempotencyConflict, IllegalTransition, LeaseLo
 from docfence.core.policy import JobPolicy
 from docfence.core.records import ArtifactInfo, Claim, Completion, Job, NewJob, key_fingerprint
 from docfence.core.states import Event, JobState, Transition, transition
+from docfence.store.data_keys import DataKeyQueries
 from docfence.store.job_reads import JobReads
 from docfence.store.ops import OperationsQueries
 from docfence.store.passes import ReconcilePasses
@@ -80,7 +81,8 @@ def _submitted_details(job: Job) -> dict[str, Any]:
             **job.policy.caller_fields()}
 
 
-class SqlStore(JobReads, OperationsQueries, ReconcilePasses, ReportQueries, WebhookQueries, WakeupWaits):
+class SqlStore(JobReads, OperationsQueries, ReconcilePasses, ReportQueries, WebhookQueries, WakeupWaits,
+               DataKeyQueries):
     """The Store implementation over a dialect's `_tx()`; see store/base.py for the contract.
 
     Each job transition runs the query its row of `TRANSITIONS` names (queries/<dialect>/

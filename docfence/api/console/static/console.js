@@ -260,6 +260,13 @@ function marksText(marks) {
     " " + m.position + ", pages " + m.pages + ", " + m.layer).join("; ");
 }
 
+// encryption at rest, from the job's row (the same line as `docfence inspect`): never the key or its id
+function encryptionText(e) {
+  if (!e || !e.sealed) return "plaintext (stored before encryption at rest)";
+  return "sealed, provider " + e.provider + ", kek " + e.kek +
+    (e.key_destroyed_at ? "; data key destroyed " + e.key_destroyed_at : "");
+}
+
 function fieldsText(fields) {
   const names = Object.keys(fields || {}).sort();
   return names.length ? names.map((k) => k + ": " + fields[k]).join(", ") : "none";
@@ -275,7 +282,7 @@ async function loadJob(id) {
     ["created", j.created_at], ["deadline", j.deadline_at], ["lease", (j.lease_owner || "-") + " until " + (j.lease_expires_at || "-")],
     ["last heartbeat", j.heartbeat_at], ["finished", j.finished_at],
     ["last error", j.last_error_code ? j.last_error_code + ": " + (j.last_error_message || "") : "-"],
-    ["marks", marksText(d.marks)], ["fields", fieldsText(d.fields)],
+    ["marks", marksText(d.marks)], ["fields", fieldsText(d.fields)], ["encryption", encryptionText(d.encryption)],
     ["store time", d.now]]));
   $("job-summary").querySelector("dd").setAttribute("data-state", j.state);
   const cancelable = me.can_cancel && ["queued", "rendering"].includes(j.state);
