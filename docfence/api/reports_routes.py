@@ -209,7 +209,7 @@ def _requests(request: Request, service: Service) -> ReportRequests:
     """The use cases; `app.state.report_processors` names the configured providers (default: none)."""
     processors = getattr(request.app.state, "report_processors", ())
     return ReportRequests(service.settings, service.store, service.router, processors=processors,
-                          clock=service.clock)
+                          clock=service.clock, job_keys=service.job_keys)
 
 
 # -- templates ------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
-"""A job's PDF password, sealed (Fernet: AES-128-CBC + HMAC-SHA256) and kept as a blob beside the job's
-input, so it lives exactly as long as the input: deleting the job's bytes (deletion request, retention)
-removes it with them. Never in the database, logs or events; only the worker unseals it, for the render."""
+"""A job's PDF password, sealed and kept as a blob beside the job's input: under the job's own data key
+(envelope.seal_bytes) when its row names a key provider, so destroying the key at deletion makes every
+copy unreadable; with the installation's Fernet password.key for a job stored before encryption. The
+row decides which, never the bytes. Never in the database, logs or events; only the worker unseals it."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from pathlib import Path
 from cryptography.fernet import Fernet, InvalidToken
 
 from docfence.blobs.base import NO_SPACE_ERRNOS, BlobStore, os_error
+from docfence.blobs.envelope import DataKey, open_bytes, seal_bytes
 from docfence.config import Settings
-from docfence.core.errors import BlobError, BlobNotFound, ConfigError
+from docfence.core.errors import BlobError, BlobIntegrityError, BlobNotFound, ConfigError
 
 KEY_FILE = "password.key"
 
@@ -22,6 +24,34 @@ KEY_FILE = "password.key"
 def password_key(job_prefix: str) -> str:
     """Where a job's sealed password lives (under the job's prefix, so it goes with the job's bytes)."""
     return f"{job_prefix}password.sealed"
+
+
+def seal_under(blobs: BlobStore, job_prefix: str, password: str, key: DataKey) -> str:
+    """Store the password sealed under the job's data key (a job whose row names a key provider);
+    returns its blob key. password.key plays no part: the data key's destruction is the deletion."""
+    where = password_key(job_prefix)
+    blobs.put(where, seal_bytes(password.encode("utf-8"), key, where))
+    return where
+
+
+def fetch_sealed(blobs: BlobStore, job_prefix: str) -> bytes | None:
+    """The sealed blob, or None when the job has none. A storage outage raises the blob store's
+    retryable BlobError, so the worker retries it within the attempt as it does the input."""
+    try:
+        return blobs.get(password_key(job_prefix))
+    except BlobNotFound:
+        return None
+
+
+def open_under(token: bytes, key: DataKey, job_prefix: str) -> str:
+    """The password in a blob sealed under the job's data key. BlobIntegrityError (deterministic) when
+    it does not open: corrupt, another object's, or sealed under another key."""
+    where = password_key(job_prefix)
+    plain = open_bytes(token, key, where)
+    try:
+        return plain.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BlobIntegrityError(f"the sealed password {where!r} is not text") from None
 
 
 def load_key(settings: Settings) -> bytes:
@@ -78,7 +108,8 @@ def _check(key: bytes) -> None:
 
 @dataclass(frozen=True)
 class PasswordSeal:
-    """Seals a password into a job's blob and unseals it; the key never leaves this object."""
+    """Seals a password with password.key (a job whose row names no key provider: stored before
+    encryption, or while `seal_new_jobs` is off) and unseals it; the key never leaves this object."""
 
     key: bytes = field(repr=False)
 
@@ -94,12 +125,8 @@ class PasswordSeal:
         return None if token is None else self.open(token)
 
     def fetch(self, blobs: BlobStore, job_prefix: str) -> bytes | None:
-        """The sealed blob, or None when the job has none. A storage outage raises the blob store's
-        retryable BlobError, so the worker retries it within the attempt as it does the input."""
-        try:
-            return blobs.get(password_key(job_prefix))
-        except BlobNotFound:
-            return None
+        """The sealed blob, or None when the job has none (fetch_sealed)."""
+        return fetch_sealed(blobs, job_prefix)
 
     def open(self, token: bytes) -> str:
         """The password in a sealed blob. BlobError (retryable: another worker may hold the right key)

@@ -322,6 +322,7 @@ def _stop_on_signals() -> threading.Event:
 
 
 def run_dispatch(args: argparse.Namespace) -> int:
+    from docfence.blobs.kek.jobs import JobKeys
     from docfence.reports.dispatcher import Dispatcher, DispatcherConfig
 
     providers = load_provider_configs(args.providers)
@@ -330,7 +331,8 @@ def run_dispatch(args: argparse.Namespace) -> int:
     stack = contextlib.ExitStack()
     try:
         config = DispatcherConfig(providers=providers, worker_id=f"dispatcher-{os.getpid()}")
-        dispatcher = Dispatcher(config, rt.store, rt.regions)
+        keys = JobKeys(rt.settings.encryption, rt.settings.data_folder())  # report jobs' data keys
+        dispatcher = Dispatcher(config, rt.store, rt.regions, job_keys=keys)
         stack.callback(dispatcher.close)
 
         def report(result: Any) -> None:

@@ -17,6 +17,8 @@ import httpx
 
 from docfence import storage_keys as layout
 from docfence.blobs import RegionRouter
+from docfence.blobs.kek.jobs import JobKeys, RowKey, put_object, read_object
+from docfence.config.encryption import EncryptionConfig
 from docfence.core import loops
 from docfence.core.clock import Clock, SystemClock
 from docfence.core.errors import BlobError, DocfenceError, ProviderError, StaleAttempt
@@ -80,8 +82,12 @@ class Dispatcher:
         self, config: DispatcherConfig, store: DispatcherStore, router: RegionRouter, *,
         clock: Clock | None = None, sleep: Callable[[float], None] = time.sleep,
         transport: httpx.BaseTransport | None = None, sandbox: Sandbox | None = None,
+        job_keys: JobKeys | None = None,
     ) -> None:
         self.config, self.store, self.router = config, store, router
+        # the jobs' data keys: snapshots opened, outputs sealed (default: [encryption]'s defaults, the
+        # key provider opened on first use; pass the deployment's, e.g. JobKeys(settings.encryption, ...))
+        self.keys = job_keys or JobKeys(EncryptionConfig(), None)
         self.clock = clock or SystemClock()
         self._base_sleep, self._transport = sleep, transport
         self._own_sandbox = sandbox is None
@@ -151,7 +157,7 @@ class Dispatcher:
         provider = str((job.policy.report or {}).get("processor"))
         sink = ProviderObservationSink(self.store, claim, provider)
         try:
-            payload = provider_input(self.router, job)
+            payload = provider_input(self.router, job, self.keys)
         except DocfenceError as exc:  # bad template/data or a missing input: nothing is sent
             return self._end(claim, sink, exc, details={"stage": "input"})
         cfg = self.config.providers[provider]
@@ -192,9 +198,10 @@ class Dispatcher:
         sha = hashlib.sha256(output).hexdigest()
         blobs = self.router.for_region(job.region)
         key = layout.staging_key(job.tenant, job.id, attempt)
-        try:
-            info = blobs.put(key, output)
-            blobs.get(key, expected_sha256=sha)  # read back: what is committed is what was verified
+        try:  # sealed under the job's data key; read back: what is committed is what was verified
+            data_key = self.keys.key_for(RowKey.of(job))
+            put_object(blobs, key, output, data_key)
+            read_object(blobs, key, data_key, expected_sha256=sha)
         except BlobError as exc:
             return self._end(claim, sink, exc, details={"stage": "stage"})
         validation["provider"] = {"name": sink.provider, "provider_job_id": outcome.provider_job_id,
@@ -203,7 +210,7 @@ class Dispatcher:
                                                details=_outcome_details(outcome))
         try:
             self.store.complete(job.id, attempt, claim.worker,
-                                ArtifactInfo(key, info.sha256, info.bytes, pages, validation))
+                                ArtifactInfo(key, sha, len(output), pages, validation))
         except StaleAttempt:
             blobs.delete(key)  # ours, attempt-specific, never committed
             raise

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from docfence.blobs import RegionRouter
+from docfence.blobs.kek.jobs import JobKeys, RowKey, read_object
 from docfence.core.errors import BlobError
 from docfence.core.policy import JobPolicy
 from docfence.core.records import Job
@@ -19,12 +20,14 @@ from docfence.sandbox import Sandbox, Task
 from docfence.sandbox.report_job import read_snapshot
 
 
-def provider_input(router: RegionRouter, job: Job) -> bytes:
-    """The HTML document a provider renders (CSS inlined). Raises TemplateError, TemplateDataInvalid or
+def provider_input(router: RegionRouter, job: Job, keys: JobKeys) -> bytes:
+    """The HTML document a provider renders (CSS inlined), from the job's snapshot opened under its data
+    key (plaintext when its row names no provider). Raises TemplateError, TemplateDataInvalid or
     BlobError; assets of the bundle are not sent (a provider gets no more than the page needs)."""
     if job.input_key is None:
         raise BlobError("the job has no input")
-    snapshot = router.for_region(job.region).get(job.input_key, expected_sha256=job.input_sha256)
+    snapshot = read_object(router.for_region(job.region), job.input_key, keys.key_for(RowKey.of(job)),
+                           expected_sha256=job.input_sha256)
     job_input = read_snapshot(snapshot)
     bundle = job_input.bundle
     validate_data(bundle.schema, job_input.data)

@@ -1,6 +1,6 @@
 """Report requests: create idempotently (one request per tenant, subject, period and template@version, with
-exactly one initial job), read with their jobs, and retries (a new job linked to the failed one), refused
-when the failure would repeat (`retry_candidate`)."""
+exactly one initial job, its snapshot sealed under the job's own data key), read with their jobs, and
+retries (a new job linked to the failed one), refused when the failure would repeat (`retry_candidate`)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from docfence import storage_keys
 from docfence.blobs import RegionRouter
+from docfence.blobs.kek.jobs import JobKeys, RowKey, put_object, read_object
 from docfence.config import Settings
 from docfence.core.access import check_reason, check_tenant
 from docfence.core.clock import Clock, SystemClock
@@ -117,12 +118,15 @@ def data_sha256(data: dict[str, Any]) -> str:
 
 class ReportRequests:
     """Report-request use cases; `processors` are the configured provider names besides "local";
-    `clock` dates the jobs' `{date}` and `{datetime}` fields (the service's clock)."""
+    `clock` dates the jobs' `{date}` and `{datetime}` fields (the service's clock); `job_keys` gives
+    each job its data key (default: from [encryption], the key provider opened on first use)."""
 
     def __init__(self, settings: Settings, store: RequestStore, router: RegionRouter, *,
-                 processors: Collection[str] = (), clock: Clock | None = None) -> None:
+                 processors: Collection[str] = (), clock: Clock | None = None,
+                 job_keys: JobKeys | None = None) -> None:
         self.settings, self.store, self.router = settings, store, router
         self.clock: Clock = clock or SystemClock()
+        self.keys = job_keys or JobKeys(settings.encryption, settings.data_folder())
         self.processors = frozenset(processors) | {LOCAL_PROCESSOR}
 
     def create(self, spec: RequestSpec, *, actor: str) -> tuple[RequestDetail, bool]:
@@ -186,7 +190,8 @@ class ReportRequests:
         last = retry_candidate(self.store.request_jobs(request.id))
         if last.input_key is None:
             raise IllegalTransition("the failed job's input is gone")
-        snapshot = self.router.for_region(last.region).get(last.input_key, expected_sha256=last.input_sha256)
+        snapshot = read_object(self.router.for_region(last.region), last.input_key,
+                               self.keys.key_for(RowKey.of(last)), expected_sha256=last.input_sha256)
         job, created = self._submit(request, last.policy, snapshot, key=f"report-retry:{last.id}",
                                     parent=last, actor=actor)
         if created:  # the submission event names the actor; this one says why and what it replaces
@@ -248,19 +253,23 @@ class ReportRequests:
 
     def _submit(self, request: ReportRequest, policy: JobPolicy, snapshot: bytes, *, key: str,
                 parent: Job | None, actor: str) -> tuple[Job, bool]:
-        """(job, created): store the input under a pre-chosen job id, then submit (idempotent on
-        `key`). The class's marks get this job's field values (`{job_id}`, `{date}`, `{sha8}`...), as
-        a watermark submission's do; a retry is a new job, so it gets its own."""
+        """(job, created): store the input (sealed under a fresh data key, wrapped in the job's row)
+        under a pre-chosen job id, then submit (idempotent on `key`). The class's marks get this job's
+        field values (`{job_id}`, `{date}`, `{sha8}`...), as a watermark submission's do; a retry is a
+        new job, so it gets its own. Every sha256 named is the snapshot's plaintext's."""
         blobs = self.router.for_region(policy.region)
         job_id = new_id()
         input_key = storage_keys.input_key(request.tenant, job_id)
-        info = blobs.put(input_key, snapshot)
-        policy = self._with_fields(policy, job_id=job_id, tenant=request.tenant, sha256=info.sha256)
+        data_key, row = self.keys.new_key(request.tenant, job_id)
+        sha256 = hashlib.sha256(snapshot).hexdigest()
+        put_object(blobs, input_key, snapshot, data_key)
+        policy = self._with_fields(policy, job_id=job_id, tenant=request.tenant, sha256=sha256)
         new = NewJob(
-            tenant=request.tenant, policy=policy, input_key=input_key, input_sha256=info.sha256,
-            input_bytes=info.bytes, idempotency_key=key, request_hash=info.sha256,
+            tenant=request.tenant, policy=policy, input_key=input_key, input_sha256=sha256,
+            input_bytes=len(snapshot), idempotency_key=key, request_hash=sha256,
             parent_job_id=parent.id if parent else None, report_request_id=request.id, actor=actor,
-            job_id=job_id,
+            job_id=job_id, data_key_provider=row.provider, data_key_kek_id=row.kek_id,
+            data_key_wrapped=row.wrapped,
         )
         try:
             job, created = self.store.submit(new)

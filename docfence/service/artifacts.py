@@ -17,11 +17,13 @@ from docfence.core.errors import (
     ArtifactNotReady,
     BlobIntegrityError,
     BlobNotFound,
+    ConfigError,
     NotFound,
     SignedUrlRevoked,
 )
 from docfence.core.records import Artifact, Job
 from docfence.core.states import JobState
+from docfence.observability.metrics import count_encryption_failure
 from docfence.service.artifacts_keys import job_keys, row_key
 from docfence.service.base import ServiceState
 
@@ -69,7 +71,11 @@ class Artifacts(ServiceState):
         artifact = self._live_artifact(job)
         if artifact.attempt != payload["a"] or artifact.sha256 != payload["s"]:
             raise ArtifactGone("the artifact this link named is no longer published")
-        data_key = job_keys(self).key_for(row_key(job))
+        try:
+            data_key = job_keys(self).key_for(row_key(job))
+        except (BlobIntegrityError, ConfigError) as exc:  # destroyed, corrupt, its KEK lost or unknown
+            count_encryption_failure("unwrap", exc.code)
+            raise
         try:  # a sealed object is opened while it streams; Content-Length stays the plaintext's size
             reader = self.router.for_region(job.region).open_read(
                 artifact.key, expected_sha256=artifact.sha256 if data_key is None else None)
@@ -130,4 +136,8 @@ def _plaintext(reader: BlobReader, key: DataKey | None, object_key: str, sha256:
     if key is None:
         yield from reader.iter_chunks()
         return
-    yield from open_chunks(reader, key, object_key, expected_sha256=sha256)
+    try:
+        yield from open_chunks(reader, key, object_key, expected_sha256=sha256)
+    except BlobIntegrityError as exc:
+        count_encryption_failure("open", exc.code)
+        raise

@@ -12,7 +12,7 @@ from typing import Any, BinaryIO
 from docfence import storage_keys as layout
 from docfence.blobs.base import BlobInfo, BlobStore, Readable
 from docfence.blobs.envelope import DataKey, SealingReader, sealed_size
-from docfence.blobs.sealed import PasswordSeal, load_key
+from docfence.blobs.sealed import PasswordSeal, load_key, seal_under
 from docfence.core.access import Principal, check_tenant
 from docfence.core.errors import (
     BlobError,
@@ -40,6 +40,7 @@ from docfence.intake import (
     clean_filename,
     item_error,
 )
+from docfence.observability.metrics import count_encryption_failure
 from docfence.service.artifacts_keys import job_keys
 from docfence.service.base import ServiceState
 from docfence.service.request_policy import SubmitRequest, caller_fields, checked_marks, request_hash
@@ -151,7 +152,11 @@ class Submission(ServiceState):
         job_id = new_id()
         key = layout.input_key(tenant, job_id)
         limit = int(self.settings.max_upload_bytes)
-        data_key, row = job_keys(self).new_key(tenant, job_id)  # wrapped: committed with the job row
+        try:
+            data_key, row = job_keys(self).new_key(tenant, job_id)  # wrapped: committed with the job row
+        except DocfenceError as exc:  # the KEK unreadable, KMS refusing or unreachable
+            count_encryption_failure("wrap", exc.code)
+            raise
         info = _put_input(blobs, key, CappedReader(SniffedPdf(stream), limit), limit, data_key,
                           self.settings.encryption.chunk_size)
         try:
@@ -169,17 +174,22 @@ class Submission(ServiceState):
         ), blobs, layout.job_prefix(tenant, job_id))
         if password is not None:
             try:
-                self._password_seal().seal(blobs, staged.prefix, password)
+                self._seal_password(blobs, staged.prefix, password, data_key)
             except BaseException:
                 staged.discard()
                 raise
         fault_point("after_input_upload")  # a crash here leaves bytes no job row names (staging GC)
         return staged
 
-    def _password_seal(self) -> PasswordSeal:
+    def _seal_password(self, blobs: BlobStore, prefix: str, password: str, data_key: DataKey | None) -> None:
+        """Seal the password as the job's row will say: under its data key, or (a row naming no key
+        provider: `seal_new_jobs` off) with password.key, which only such jobs need."""
+        if data_key is not None:
+            seal_under(blobs, prefix, password, data_key)
+            return
         if self._seal is None:
             self._seal = PasswordSeal(load_key(self.settings))
-        return self._seal
+        self._seal.seal(blobs, prefix, password)
 
     def _policy(self, request: SubmitRequest, modes: Mapping[str, str] | None = None) -> JobPolicy:
         """The frozen policy of a submission; InvalidWatermark (400) for a bad watermark spec, marks or

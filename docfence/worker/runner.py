@@ -26,7 +26,6 @@ from docfence.config import Settings
 from docfence.core.clock import monotonic
 from docfence.core.errors import (
     BlobError,
-    ConfigError,
     DocfenceError,
     LeaseLost,
     StaleAttempt,
@@ -41,7 +40,7 @@ from docfence.faults import fault_point
 from docfence.observability import metrics
 from docfence.sandbox import Outcome, Sandbox, Task
 from docfence.sandbox.scratch import make_owned, remove_orphans
-from docfence.storage_keys import job_prefix, staging_key
+from docfence.storage_keys import staging_key
 from docfence.store.base import JobStore
 from docfence.store.wakeups import Wakeups
 from docfence.worker import sealing
@@ -212,7 +211,7 @@ class Worker:
             store = self.regions.for_region(job.region)
             key = sealing.data_key(self.keys, job, retry)
             sealing.fetch_input(store, job, key, workdir / "input.pdf", retry)
-            password = self._password(job, retry)
+            password = sealing.password(store, job, key, retry, self._legacy_seal)
             outcome = self._render(claim, lease, workdir, password)
             if outcome is None:
                 return False  # lease lost or shutdown: nothing recorded as success
@@ -281,20 +280,11 @@ class Worker:
         metrics.record_render(job.mode, result.pages, monotonic() - started, ok=result.ok)
         return result
 
-    def _password(self, job: Job, retry: OutageRetry) -> str | None:
-        """The job's PDF password, unsealed for its render process only (never logged or stored). Reading
-        the sealed blob is retried through a storage outage like the input; a key that does not open it
-        is this worker's BlobError (retryable by another worker), not retried within the attempt."""
-        if not job.sealed_password:
-            return None
+    def _legacy_seal(self) -> PasswordSeal:
+        """password.key's seal, for jobs whose row names no key provider (loaded on first use)."""
         if self._seal is None:
-            try:
-                self._seal = PasswordSeal(load_key(self.settings))
-            except ConfigError as exc:  # this worker cannot open passwords: its job must not hang
-                raise BlobError(exc.message) from None
-        seal, blobs, prefix = self._seal, self.regions.for_region(job.region), job_prefix(job.tenant, job.id)
-        token = retry.call("reading the sealed password", lambda: seal.fetch(blobs, prefix))
-        return None if token is None else seal.open(token)
+            self._seal = PasswordSeal(load_key(self.settings))
+        return self._seal
 
     def _grace_over(self) -> bool:
         if not self.stopping.is_set():

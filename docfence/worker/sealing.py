@@ -1,16 +1,21 @@
 """The worker's side of envelope encryption: the job's data key unwrapped (retried through a key service
-outage, which spends no attempt), its input opened into the job's private scratch folder, and its
-output sealed as it is staged. A job whose row names no key provider is read and written as plaintext."""
+outage, which spends no attempt), its input and PDF password opened (the input into the job's private
+scratch folder), its output sealed as it is staged. A row naming no key provider: plaintext objects and
+a password sealed with password.key."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from docfence.blobs.base import BlobInfo, BlobStore, translated_os_errors
 from docfence.blobs.envelope import DataKey, SealingReader, open_stream, sealed_size
 from docfence.blobs.kek.jobs import JobKeys, RowKey
-from docfence.core.errors import BlobError, BlobNotFound, ConfigError
+from docfence.blobs.sealed import PasswordSeal, fetch_sealed, open_under
+from docfence.core.errors import BlobError, BlobIntegrityError, BlobNotFound, ConfigError
 from docfence.core.records import Job
+from docfence.observability.metrics import count_encryption_failure
+from docfence.storage_keys import job_prefix
 from docfence.worker.outages import OutageRetry
 
 
@@ -22,7 +27,11 @@ def data_key(keys: JobKeys, job: Job, retry: OutageRetry) -> DataKey | None:
     row = RowKey(job.tenant, job.id, job.data_key_provider, job.data_key_kek_id, job.data_key_wrapped)
     try:
         return retry.call("unwrapping the data key", lambda: keys.key_for(row))
+    except BlobIntegrityError as exc:
+        count_encryption_failure("unwrap", exc.code)
+        raise
     except ConfigError as exc:  # not retried within the attempt: nothing here will change
+        count_encryption_failure("unwrap", exc.code)
         raise BlobError(exc.message) from None
 
 
@@ -39,7 +48,11 @@ def fetch_input(store: BlobStore, job: Job, key: DataKey | None, target: Path, r
                 target.write_bytes(store.get(input_key, expected_sha256=job.input_sha256))
                 return
             with store.open_read(input_key) as reader, target.open("wb") as sink:
-                open_stream(reader, sink, key, input_key, expected_sha256=job.input_sha256)
+                try:
+                    open_stream(reader, sink, key, input_key, expected_sha256=job.input_sha256)
+                except BlobIntegrityError as exc:  # tampered, truncated or under another key
+                    count_encryption_failure("open", exc.code)
+                    raise
 
     retry.call("reading the input into the scratch folder", copy)
 
@@ -55,3 +68,30 @@ def put_output(store: BlobStore, object_key: str, output: Path, key: DataKey | N
         store.put_stream(object_key, sealing, max_bytes=sealed_size(max_bytes, chunk_size))
     info = sealing.info
     return BlobInfo(object_key, info.plaintext_sha256, info.plaintext_bytes)
+
+
+def password(store: BlobStore, job: Job, key: DataKey | None, retry: OutageRetry,
+             legacy: Callable[[], PasswordSeal]) -> str | None:
+    """The job's PDF password, for its render process only (never logged or stored): opened under the
+    job's data key, or with password.key (`legacy()`, loaded only then) when its row names no key
+    provider. Reading the blob is retried through a storage outage like the input; a key that does not
+    open it is not retried within the attempt (BlobIntegrityError, or the password key's BlobError)."""
+    if not job.sealed_password:
+        return None
+    prefix = job_prefix(job.tenant, job.id)
+    token = retry.call("reading the sealed password", lambda: fetch_sealed(store, prefix))
+    if token is None:
+        return None
+    if key is not None:
+        try:
+            return open_under(token, key, prefix)
+        except BlobIntegrityError as exc:  # tampered, or sealed under another key
+            count_encryption_failure("open", exc.code)
+            raise
+    if job.data_key_provider is not None:  # a provider with no key: key_for raised before this
+        raise BlobIntegrityError(f"job {job.id}'s data key is missing")
+    try:
+        seal = legacy()
+    except ConfigError as exc:  # this worker cannot open passwords: its job must not hang
+        raise BlobError(exc.message) from None
+    return seal.open(token)

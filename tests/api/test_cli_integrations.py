@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from docfence.blobs.sealed import PasswordSeal, load_key
+from docfence.blobs.sealed import fetch_sealed, open_under
+from docfence.service.artifacts_keys import job_keys, row_key
 from docfence.storage_keys import job_prefix
 
 from .conftest import PDF, ApiEnv
@@ -33,9 +34,13 @@ def test_many_files_go_as_one_batch_with_label_and_password(
     assert [s.path for s in shell.seen if s.method == "POST"] == ["/v1/jobs/batch"]  # one request
     keys = [shell.store.get(r["job"]["id"]).idempotency_key for r in rows]
     assert keys == ["run-7-1", "run-7-2", "run-7-3"]
-    seal = PasswordSeal(load_key(shell.settings))
-    blobs = shell.service.router.for_region("local")
-    assert {seal.unseal(blobs, job_prefix("acme", r["job"]["id"])) for r in rows} == {"s3cret-pw"}
+    blobs, opened = shell.service.router.for_region("local"), set()
+    for job in (shell.store.get(r["job"]["id"]) for r in rows):  # each under its own data key
+        prefix = job_prefix("acme", job.id)
+        key, sealed = job_keys(shell.service).key_for(row_key(job)), fetch_sealed(blobs, prefix)
+        assert key is not None and sealed is not None
+        opened.add(open_under(sealed, key, prefix))
+    assert opened == {"s3cret-pw"}
 
 
 def test_jobs_lists_searches_and_pages(shell: ApiEnv, tmp_path: Path,  # noqa: F811

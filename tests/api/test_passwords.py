@@ -13,11 +13,12 @@ import pikepdf
 import pytest
 
 from docfence.blobs import RegionRouter
-from docfence.blobs.sealed import PasswordSeal, load_key, password_key
+from docfence.blobs.sealed import fetch_sealed, load_key, open_under, password_key
 from docfence.client import InvalidRequest, JobFailed
 from docfence.config import Settings
 from docfence.core.errors import ConfigError
 from docfence.samples import pdfs
+from docfence.service.artifacts_keys import row_key
 from docfence.storage_keys import job_prefix
 from docfence.worker.runner import Worker
 
@@ -84,7 +85,10 @@ def test_the_sealed_password_goes_with_the_job_deletion(env: ApiEnv) -> None:
         job = client.submit(_encrypted(), password=PASSWORD)
         blobs = env.service.router.for_region("local")
         prefix = job_prefix("acme", job.id)
-        assert PasswordSeal(load_key(env.settings)).unseal(blobs, prefix) == PASSWORD
+        data_key = env.service.job_keys.key_for(row_key(env.store.get(job.id)))
+        sealed = fetch_sealed(blobs, prefix)
+        assert data_key is not None and sealed is not None  # sealed under the job's own data key
+        assert open_under(sealed, data_key, prefix) == PASSWORD
         client.cancel(job.id)
         env.service.delete(env.service.authenticate(client._http.headers["authorization"][7:]),
                            job.id, "req-1")
@@ -117,10 +121,15 @@ def test_password_key_setting_is_checked_and_required_without_a_data_folder(tmp_
 
 
 def test_a_worker_with_another_key_fails_the_attempt_naming_the_setting(env: ApiEnv) -> None:
+    """A job whose row names no key provider (seal_new_jobs off) has its password sealed by password.key."""
     from dataclasses import replace
 
     from cryptography.fernet import Fernet
 
+    from docfence.blobs.kek.jobs import JobKeys
+
+    unsealed = replace(env.settings.encryption, seal_new_jobs=False)
+    env.service.job_keys = JobKeys(unsealed, env.settings.data_folder())
     with env.client() as client:
         job = client.submit(_encrypted(), password=PASSWORD)
     other = replace(env.settings, password_key=Fernet.generate_key().decode())

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from docfence.blobs import RegionRouter
+from docfence.blobs.kek.jobs import JobKeys, RowKey, read_object
+from docfence.config import Settings
 from docfence.core.clock import FakeClock
 from docfence.core.errors import InvalidReportData
 from docfence.core.states import JobState
@@ -43,10 +45,12 @@ def fake(provider_pdf: bytes) -> Iterator[FakeProvider]:
 
 @pytest.fixture
 def dispatcher(fake: FakeProvider, rstore: SqlStore, router: RegionRouter, clock: FakeClock,
-               sandbox: Sandbox) -> Dispatcher:
+               sandbox: Sandbox, settings: Settings) -> Dispatcher:
     config = DispatcherConfig(providers={"vendor": docfence_preset(fake.base_url, fake.api_key, poll=FAST)},
                               worker_id="dispatcher-1", heartbeat_interval_s=5.0, commit_margin_s=10.0)
-    return Dispatcher(config, rstore, router, clock=clock, sleep=clock.advance, sandbox=sandbox)
+    keys = JobKeys(settings.encryption, settings.data_folder())  # the request use cases' (conftest)
+    return Dispatcher(config, rstore, router, clock=clock, sleep=clock.advance, sandbox=sandbox,
+                      job_keys=keys)
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +93,7 @@ def test_rollout_matrix(
     assert result.claimed == 1
     assert_terminal(rstore, job_id, state, code, last_status)
     if state == "succeeded":
-        assert_artifact(rstore, router, job_id, provider_pdf)
+        assert_artifact(rstore, router, job_id, provider_pdf, dispatcher.keys)
 
 
 def assert_terminal(
@@ -108,10 +112,12 @@ def assert_terminal(
     assert job.deadline_at > obs.observed_at  # polling stopped before the deadline, with a verdict
 
 
-def assert_artifact(store: SqlStore, router: RegionRouter, job_id: str, provider_pdf: bytes) -> None:
+def assert_artifact(store: SqlStore, router: RegionRouter, job_id: str, provider_pdf: bytes,
+                    keys: JobKeys) -> None:
     artifact = store.artifact(job_id)
-    assert artifact is not None
-    data = router.for_region("local").get(artifact.key, expected_sha256=artifact.sha256)
+    key = keys.key_for(RowKey.of(store.get(job_id)))
+    assert artifact is not None and key is not None  # sealed under the job's data key
+    data = read_object(router.for_region("local"), artifact.key, key, expected_sha256=artifact.sha256)
     assert hashlib.sha256(data).hexdigest() == artifact.sha256
     assert artifact.pages == 1 and artifact.validation["ok"] is True  # watermarked and validated
     assert artifact.validation["provider"]["download_sha256"] == hashlib.sha256(provider_pdf).hexdigest()
@@ -171,4 +177,4 @@ def test_postgres_cases(
     assert dispatcher.run_once().claimed == 1
     assert_terminal(rstore, job_id, state, code, last_status)
     if state == "succeeded":
-        assert_artifact(rstore, router, job_id, provider_pdf)
+        assert_artifact(rstore, router, job_id, provider_pdf, dispatcher.keys)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pypdfium2
 import pytest
 
+from docfence.blobs.kek.jobs import RowKey, read_object
 from docfence.config import DocumentClass, Settings, WorkerConfig
 from docfence.core.policy import WatermarkSpec
 from docfence.core.states import JobState
@@ -56,7 +57,10 @@ def test_monthly_report_renders_watermarks_validates_and_archives(
     assert artifact is not None and artifact.pages == 2
     assert artifact.validation["ok"] is True and artifact.validation["mode"] == "vector"
     assert artifact.validation["report"]["template_sha256"] == info.sha256
-    data = runtime.regions.for_region(job.region).get(artifact.key, expected_sha256=artifact.sha256)
+    key = requests.keys.key_for(RowKey.of(job))  # the worker sealed it under the job's data key
+    assert key is not None
+    data = read_object(runtime.regions.for_region(job.region), artifact.key, key,
+                       expected_sha256=artifact.sha256)
     assert hashlib.sha256(data).hexdigest() == artifact.sha256
     checks = {c["name"]: c for c in artifact.validation["checks"]}
     assert checks["watermark_structure"]["pages_marked"] == 2 and checks["watermark_rendered"]["ok"]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from docfence.blobs.kek.jobs import RowKey, read_object
 from docfence.config import DocumentClass, Settings, WorkerConfig
 from docfence.core.policy import WatermarkSpec
 from docfence.core.states import JobState
@@ -46,14 +47,16 @@ def test_published_report_has_the_requests_period_and_its_variant(runtime: Runti
     info, _ = Templates(runtime.store).create_version("monthly", load_monthly_bundle(), actor="test")
     data = sample_monthly_data(pages=1)
     assert data["period"] == "2026-01"
-    detail, _ = ReportRequests(runtime.settings, runtime.store, runtime.regions).create(
+    requests = ReportRequests(runtime.settings, runtime.store, runtime.regions)
+    detail, _ = requests.create(
         RequestSpec(tenant="acme", subject="clinic-1", period="2026-02", template=info.ref, data=data,
                     variant="pdf/ua-1"), actor="test")
     assert run_worker(runtime, until_idle=True, install_signals=False).succeeded == 1
     job = runtime.store.get(detail.jobs[0].id)
     artifact = runtime.store.artifact(job.id)
     assert job.state is JobState.SUCCEEDED and artifact is not None
-    pdf = runtime.regions.for_region(job.region).get(artifact.key, expected_sha256=artifact.sha256)
+    pdf = read_object(runtime.regions.for_region(job.region), artifact.key,
+                      requests.keys.key_for(RowKey.of(job)), expected_sha256=artifact.sha256)
     text = poppler(tmp_path, pdf, "pdftotext")
     assert "Monthly activity report - 2026-02" in text and "report - 2026-01" not in text
     meta = poppler(tmp_path, pdf, "pdfinfo", "-meta")

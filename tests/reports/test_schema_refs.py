@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import docfence
+from docfence.blobs.kek.jobs import RowKey, read_object
 from docfence.core.errors import TemplateError
 from docfence.engines.report.bundle import TemplateBundle
 from docfence.engines.report.data import validate_data
@@ -107,7 +108,8 @@ def test_a_stored_schema_with_remote_refs_resolves_nothing_when_a_job_runs(
                                                template="old@1", data={"a": 1}), actor="test")
     job = detail.jobs[0]
     assert job.input_key is not None
-    snapshot = requests_uc.router.for_region(job.region).get(job.input_key)
+    snapshot = read_object(requests_uc.router.for_region(job.region), job.input_key,
+                           requests_uc.keys.key_for(RowKey.of(job)))
     for attempt in range(2):  # "once per attempt" used to mean one fetch per attempt
         with pytest.raises(TemplateError) as failed:
             render_report_job(snapshot, job.policy)

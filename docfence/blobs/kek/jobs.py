@@ -9,12 +9,28 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from docfence.blobs.base import BlobReader, BlobStore
 from docfence.blobs.envelope import DataKey, open_chunks, seal_bytes
-from docfence.blobs.kek import KeyProvider, WrappedKey, open_key_provider
+from docfence.blobs.kek import KeyProvider, KeyRing, WrappedKey, open_key_provider
 from docfence.config.encryption import EncryptionConfig
 from docfence.core.errors import BlobIntegrityError
+
+
+class KeyedRow(Protocol):
+    """What a job's row (core.records.Job) carries of its key."""
+
+    @property
+    def tenant(self) -> str: ...
+    @property
+    def id(self) -> str: ...
+    @property
+    def data_key_provider(self) -> str | None: ...
+    @property
+    def data_key_kek_id(self) -> str | None: ...
+    @property
+    def data_key_wrapped(self) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +43,11 @@ class RowKey:
     provider: str | None
     kek_id: str | None
     wrapped: str | None
+
+    @classmethod
+    def of(cls, row: KeyedRow) -> RowKey:
+        """The key fields of a job's row."""
+        return cls(row.tenant, row.id, row.data_key_provider, row.data_key_kek_id, row.data_key_wrapped)
 
     @property
     def context(self) -> dict[str, str]:
@@ -48,9 +69,12 @@ class JobKeys:
         with self._lock:
             if self._provider is None:
                 c = self.config
-                self._provider = open_key_provider(
-                    c.provider, data_folder=self._folder, kek_file=c.kek_file, kms_key_id=c.kms_key_id,
+                opened = [open_key_provider(
+                    name, data_folder=self._folder, kek_file=c.kek_file, kms_key_id=c.kms_key_id,
                     kms_region=c.kms_region, kms_endpoint_url=c.kms_endpoint_url)
+                    for name in (c.provider, *c.previous_providers)]
+                # previous providers still unwrap the rows a rewrap pass has not moved yet
+                self._provider = opened[0] if len(opened) == 1 else KeyRing(*opened)
             return self._provider
 
     def new_key(self, tenant: str, job_id: str) -> tuple[DataKey | None, RowKey]:
