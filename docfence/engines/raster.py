@@ -20,7 +20,7 @@ import pikepdf
 import pypdfium2 as pdfium
 from PIL import Image, ImageChops, ImageStat
 
-from docfence.core.errors import ConfigError, CorruptContent, RenderCrashed
+from docfence.core.errors import ConfigError, CorruptContent, OverLimits, RenderCrashed
 from docfence.core.policy import JobPolicy
 from docfence.engines.colour_difference import COLOUR_BOUND_DE99, on_grid, percentile_difference, spread
 from docfence.engines.geometry import PageGeometry
@@ -312,6 +312,7 @@ def watermark_raster(data: bytes, opened: OpenedPdf, policy: JobPolicy,
     if policy.watermark is None:
         raise ConfigError("a watermark job needs a watermark spec")
     marks = MarkSet.of(policy) if marks is None else marks  # fitted to the pages: mark_obscure
+    _pages_fit_memory(opened, policy)
     count = len(opened.geometry)
     ranges = split(count, usable_cores() if count >= _PARALLEL_FROM_PAGES else 1)
     if len(ranges) > 1:
@@ -327,6 +328,24 @@ def watermark_raster(data: bytes, opened: OpenedPdf, policy: JobPolicy,
         for enc, geo in zip(piece, opened.geometry[first:stop], strict=True):
             add_image_page(out, enc, geo.display_size)
     return _save_raster(out, opened)
+
+
+# A page is drawn whole: pdfium's 4-byte bitmap and Pillow's 4-byte copy of it are held at once, at least.
+_HELD_BYTES_PER_PIXEL = 8
+
+
+def _pages_fit_memory(opened: OpenedPdf, policy: JobPolicy) -> None:
+    """OverLimits, before anything is drawn, for a page whose pixels at the class's DPI cannot fit in the
+    class's render memory (`render_memory_mb`): the class's limits refuse it in milliseconds, where
+    drawing it would fail at the memory limit after seconds (a 7800-pt page is 264 Mpx at 150 DPI)."""
+    scale, budget = policy.dpi / 72.0, policy.limits.render_memory_mb * 1024 * 1024
+    for number, geo in enumerate(opened.geometry, start=1):
+        width, height = geo.display_size
+        pixels = math.ceil(width * scale) * math.ceil(height * scale)
+        if pixels * _HELD_BYTES_PER_PIXEL > budget:
+            raise OverLimits(f"Page {number} is {pixels / 1e6:.0f} million pixels at {policy.dpi} DPI: "
+                             f"more than the configured render memory ({policy.limits.render_memory_mb} MB) "
+                             "holds.")
 
 
 _PARALLEL_FROM_PAGES = 4  # ~40 ms of CPU per dense page at 150 DPI against a few ms per fork

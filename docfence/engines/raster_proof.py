@@ -194,14 +194,16 @@ def sides(ctx: RasterSides, index: int, src: pdfium.PdfPage, out: pdfium.PdfPage
     if full is not None:
         decoded = full.reduce(factor) if factor > 1 else full
         decoded = decoded if decoded.size == before.size else None
+    shown = None
     if decoded is not None and index not in ctx.sample:
         after = decoded
-    else:
-        after = render_like(out, before.size)
+    else:  # drawn at the input side's scale and reduced alike: pdfium's own downscale of an image is
+        shown = render_like(out, fine.size)  # no area average, and differs from one on fine detail
+        after = shown.reduce(factor) if factor > 1 else shown
         if decoded is not None and raster_unselected_problem(after, decoded):
             problems.append("pdfium shows the page image differently than it decodes")
     if full is None or full.size != exact.size:  # not proved by structure: pdfium shows its colours
-        full = render_like(out, exact.size)
+        full = shown if shown is not None and shown.size == exact.size else render_like(out, exact.size)
     return PageSides(before, after, *_at_colour_dpi(ctx, exact, full), problems)
 
 
