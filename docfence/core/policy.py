@@ -287,7 +287,7 @@ class JobPolicy:
     # owner-password-only files: keep (encryption and permissions written back as they were) | refuse
     owner_password_policy: str = "keep"
     # a mark opaque enough to hide the page's text with no free space for it: refuse | reduce | allow
-    # (engines/mark_obscure.py); None: a policy frozen before the rule, its marks drawn as configured
+    # (engines/mark_obscure.py); None (in process only): marks drawn as configured, nothing fitted
     obscure: str | None = "reduce"
     deadline_s: float = 600.0
     lease_ttl_s: float = 30.0
@@ -350,8 +350,10 @@ class JobPolicy:
             del d["marks"]  # policies without extra marks serialise as they always did
         if self.fields is None:
             del d["fields"]
-        if self.obscure is None:
-            del d["obscure"]  # a policy from before the rule serialises as it always did
+        if self.obscure in (None, "reduce"):
+            # the default is not written: the release before the rule refuses policy fields it does not
+            # know, and must read every job a rolling upgrade's new servers accept (docs/deploy.md)
+            del d["obscure"]
         return d
 
     @classmethod
@@ -361,7 +363,9 @@ class JobPolicy:
         if unknown:
             raise ConfigError(f"unknown policy fields: {', '.join(sorted(unknown))}")
         d = dict(data)
-        d.setdefault("obscure", None)  # stored before the rule existed: marks drawn as configured
+        # absent: the default, also for a policy stored before the rule existed (a job queued across the
+        # upgrade gets its marks fitted: a mark that would hide text is moved, shrunk or made lighter)
+        d.setdefault("obscure", "reduce")
         if "kind" in d:
             d["kind"] = Kind(d["kind"])
         if "mode" in d:

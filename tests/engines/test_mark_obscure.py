@@ -379,4 +379,8 @@ def test_watermark_document_refuses_where_the_class_refuses() -> None:
     policy = policy_of(WatermarkSpec(), FOOTER).evolve(obscure="refuse")
     with pytest.raises(UnsupportedFeature):
         engines.watermark_document(NO_BAND, policy)
-    assert JobPolicy.from_dict({k: v for k, v in policy.to_dict().items() if k != "obscure"}).obscure is None
+    assert JobPolicy.from_dict(policy.to_dict()).obscure == "refuse"
+    # the default is not stored (the release before the rule refuses fields it does not know): a policy
+    # without the field, stored before the rule or by this release, reads as the default
+    default = policy.evolve(obscure="reduce").to_dict()
+    assert "obscure" not in default and JobPolicy.from_dict(default).obscure == "reduce"
