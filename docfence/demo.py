@@ -111,7 +111,7 @@ def run_demo(base: Path, out: TextIO) -> int:
     run_worker(rt, until_idle=True, install_signals=False)
     done.set()
     monitor.join()
-    ok = _summary(rt, base, jobs, out)
+    ok = _summary(rt, service, base, jobs, out)
     print(f"finished in {monotonic() - started:.1f} s; database {base / 'docfence.db'}", file=out)
     rt.close()
     return 0 if ok else 1
@@ -134,7 +134,7 @@ def _progress(rt: Runtime, ids: list[str], done: threading.Event, out: TextIO) -
     store.close()
 
 
-def _summary(rt: Runtime, base: Path, jobs: list[tuple[str, Job]], out: TextIO) -> bool:
+def _summary(rt: Runtime, service: Service, base: Path, jobs: list[tuple[str, Job]], out: TextIO) -> bool:
     all_ok = True
     print("\nresults:", file=out)
     for name, submitted in jobs:
@@ -143,7 +143,7 @@ def _summary(rt: Runtime, base: Path, jobs: list[tuple[str, Job]], out: TextIO) 
         if job.state is JobState.SUCCEEDED and art is not None:
             checks = art.validation.get("checks", [])
             passed = sum(1 for c in checks if c.get("ok"))
-            path = base / "objects" / art.key
+            path = _plaintext_copy(rt, service, base, job, art.key, art.sha256)
             verdict = "ok" if art.validation.get("ok") else "FAILED"
             print(f"  {job.id} {name:<14} {job.mode:<6} succeeded  pages={art.pages:<3} "
                   f"validation={verdict} ({passed}/{len(checks)} checks)", file=out)
@@ -157,3 +157,16 @@ def _summary(rt: Runtime, base: Path, jobs: list[tuple[str, Job]], out: TextIO) 
             print(f"  {job.id} {name:<14} {job.mode:<6} {job.state.value}  "
                   f"{job.last_error_code}: {job.last_error_message}", file=out)
     return all_ok
+
+
+def _plaintext_copy(rt: Runtime, service: Service, base: Path, job: Job, key: str, sha256: str) -> Path:
+    """The artifact as a recipient gets it, in `base`/artifacts: the stored object is sealed under the
+    job's data key (docs/encryption.md), so the demo opens it the way a download does."""
+    from docfence.blobs.kek.jobs import RowKey, read_object
+
+    data = read_object(rt.regions.for_region(job.region), key, service.job_keys.key_for(RowKey.of(job)),
+                       expected_sha256=sha256)
+    path = base / "artifacts" / f"{job.id}.pdf"
+    path.parent.mkdir(exist_ok=True)
+    path.write_bytes(data)
+    return path
