@@ -320,7 +320,7 @@ def _vm_size_bytes() -> int:
         os.close(fd)
 
 
-def warm(*, every_font: bool = True, marks: bool = True) -> None:
+def warm(*, every_font: bool = True, marks: bool = True, arrays: bool = True) -> None:
     """What must be done before the first task: imports, fonts, the watermark layer and pdfium's own
     initialisation, by running a generated sample (no user data) through the vector engine. The rest
     (WARM_LATER) runs while the zygote is idle, so a restarted worker can start its first job sooner;
@@ -328,7 +328,8 @@ def warm(*, every_font: bool = True, marks: bool = True) -> None:
     each render process warms the raster stack itself; with `marks=False` it warms the default class's
     marks after its first fork (COMMAND_LINE_LATER). `every_font=False` parses only the first font,
     which draws every ASCII character (the text falls back to the next font only for a character the
-    first lacks; a child needing one parses it). Raises _Stop at a checkpoint between two phases when
+    first lacks; a child needing one parses it); `arrays=False` leaves numpy to a raster job's child.
+    Raises _Stop at a checkpoint between two phases when
     SIGTERM has come."""
     checkpoint("imports")  # one import between two checkpoints: a stop waits for ~0.1 s at most
     import pikepdf  # noqa: F401
@@ -338,6 +339,10 @@ def warm(*, every_font: bool = True, marks: bool = True) -> None:
 
     checkpoint("import-pdfium")
     import pypdfium2  # noqa: F401
+
+    if arrays:  # the raster palette and colour proof's numpy (~0.1 s): a command-line zygote, whose
+        checkpoint("import-numpy")  # job is most often vector, leaves it to a raster job's child
+        import numpy  # noqa: F401
 
     checkpoint("import-engines")
     from docfence import faults  # noqa: F401  (the test hook every task passes through)
@@ -485,7 +490,7 @@ def _warm_and_serve(args: argparse.Namespace, control: socket.socket) -> int:
         _warm_sign()
         Zygote(control).serve(())
         return 0
-    warm(every_font=args.command_line != "ascii", marks=not args.command_line)
+    warm(every_font=args.command_line != "ascii", marks=not args.command_line, arrays=not args.command_line)
     if args.profile == "report":
         checkpoint("reports")
         _import_reports()

@@ -148,8 +148,10 @@ def test_a_dead_zygote_fails_its_running_task_and_is_restarted(stalling: Sandbox
 
 
 def test_memory_limit_fails_the_task_not_the_sandbox(sandbox: Sandbox, tmp_path: Path) -> None:
-    # a 600 DPI raster of an A4 page needs ~100 MB of pixels; this job may add 8 MB to the warm process
-    starved = JobPolicy(mode=Mode.RASTER, dpi=600, limits=Limits(render_memory_mb=8))
+    # a 100 DPI raster of an A4 page passes the raster engine's own pixel check (~0.97 Mpx, 7.7 MB held
+    # at 8 bytes a pixel, within 8 MB) yet needs more than the 8 MB this job may add to the warm process
+    # once it is drawn and encoded: the sandbox's memory limit, not the engine, ends it
+    starved = JobPolicy(mode=Mode.RASTER, dpi=100, limits=Limits(render_memory_mb=8))
     src = _input(tmp_path, pdfs.many_pages(2))
     outcome = sandbox.run(Task("watermark", src, tmp_path / "o.pdf", starved))
     assert not outcome.ok and outcome.error_code in ("render_resource_exceeded", "render_crashed"), outcome
