@@ -157,7 +157,8 @@ def test_tenant_admin_cancels_then_deletes_a_job_with_request_id_and_reasons(pag
     cancel = next(e for e in events if e.action == "cancel_requested")
     assert cancel.details.get("note") == "sent to the wrong clinic"
     tomb = next(e for e in events if e.action == "bytes_deletion")
-    assert tomb.details == {"request_id": "DSR-2026-114", "note": "patient withdrew consent"}
+    assert {k: v for k, v in tomb.details.items() if k != "kek_fingerprint"} == {
+        "request_id": "DSR-2026-114", "note": "patient withdrew consent", "key_destroyed": True}
 
 
 def test_operator_pauses_and_resumes_claims_with_confirmation_and_reason(page: Any, served: Served) -> None:
