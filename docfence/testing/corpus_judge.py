@@ -136,26 +136,43 @@ def run_one(path: Path, mode: str, out: Path, extra: tuple[str, ...] = ()) -> An
     """`docfence watermark --json` on one file in a process group of its own, killed at TIMEOUT_S."""
     args = [str(DOCFENCE), "watermark", "--out", str(out), "--mode", mode, "--json", "--jobs", "1", *extra,
             str(path)]
-    with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
+    with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr, \
+            tempfile.NamedTemporaryFile(prefix="peak-") as peak:
         started = monotonic()
-        proc = subprocess.Popen(args, stdout=stdout, stderr=stderr, start_new_session=True)
+        proc = subprocess.Popen([sys.executable, "-c", _LAUNCHER, peak.name, *args], stdout=stdout,
+                                stderr=stderr, start_new_session=True)
         timer = threading.Timer(TIMEOUT_S, os.killpg, (proc.pid, signal.SIGKILL))
         timer.start()
         try:
-            _, status, usage = os.wait4(proc.pid, 0)
+            proc.wait()
         finally:
             timer.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
         seconds = monotonic() - started
         stdout.seek(0)
         stderr.seek(0)
         text, err = stdout.read().decode(errors="replace"), stderr.read().decode(errors="replace")
+        peak_kb = int(Path(peak.name).read_text() or 0)
     try:
         entry: dict[str, Any] = json.loads(text)["files"][0]
     except (ValueError, KeyError, IndexError):
         code = "timeout" if seconds >= TIMEOUT_S else "cli_crashed"
         entry = {"input": str(path), "ok": False, "code": code, "message": f"exit {proc.returncode}"}
-    return Answer(entry, round(seconds, 3), round(usage.ru_maxrss / 1024, 1), err[-2000:])
+    return Answer(entry, round(seconds, 3), round(peak_kb / 1024, 1), err[-2000:])
+
+
+#: Runs the command as a child of a small process and writes the peak RSS (kB) of its tree to argv[1].
+#: Linux carries a process's peak RSS across exec, and a child forked from a large test process starts
+#: with that process's pages: measured directly, the command would report the test runner's memory.
+_LAUNCHER = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as out:
+    out.write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
 
 
 def judge(entry: dict[str, Any], category: str, read: list[bool]) -> dict[str, Any]:

@@ -35,6 +35,7 @@ import pytest
 from docfence.config import Settings
 from docfence.core.interpreter import module_command
 from docfence.harness.tcp_proxy import free_port
+from docfence.samples import pdfs
 from docfence.service import build_service
 from docfence.store.base import open_store
 from docfence.store.queries import migrations
@@ -56,8 +57,9 @@ OLD_API_CANNOT_READ_ATTEMPTS = True
 #: lease expired with no attempt left): neither version's /v1/capabilities lists them yet.
 STORE_WRITTEN_CODES = {"canceled", "deadline_exceeded", "lease_expired"}
 CACHE = Path(os.environ.get("DOCFENCE_CI_CACHE", "/var/cache/docfence-ci"))
-CORPUS = REPO.parent / "shared" / "corpus"
-GOOD = ("pymupdf__test-linebreaks.pdf", "pymupdf__v110-changes.pdf")
+#: Generated documents (docfence.samples): the test needs no file from outside the repository.
+SAMPLES = {"links": pdfs.links, "three_pages": lambda: pdfs.many_pages(3)}
+GOOD = ("links", "three_pages")
 NOT_A_PDF = b"%PDF-1.4\nthis file ends before any object\n"  # fails its job with a stable error code
 STEP_S = 180.0  # one command or one worker run, on a loaded 2-core machine
 
@@ -198,7 +200,7 @@ def _until(condition: Any, what: str, budget_s: float = STEP_S) -> None:
 
 def _submit(base: str, key: str, names: Sequence[str], *, bad: int = 0) -> list[str]:
     """Submit the corpus files `names` and `bad` copies of a truncated file; the new jobs' ids."""
-    documents = [(CORPUS / n).read_bytes() for n in names] + [NOT_A_PDF] * bad
+    documents = [SAMPLES[n]() for n in names] + [NOT_A_PDF] * bad
     ids = []
     with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60) as http:
         for i, data in enumerate(documents):
