@@ -5,9 +5,6 @@ row decides which, never the bytes. Never in the database, logs or events; only 
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +14,7 @@ from docfence.blobs.base import NO_SPACE_ERRNOS, BlobStore, os_error
 from docfence.blobs.envelope import DataKey, open_bytes, seal_bytes
 from docfence.config import Settings
 from docfence.core.errors import BlobError, BlobIntegrityError, BlobNotFound, ConfigError
+from docfence.core.private_files import create_once
 
 KEY_FILE = "password.key"
 
@@ -83,16 +81,7 @@ def _key_file(path: Path) -> bytes:
     same moment reads either no file or the whole key, never an empty one, and all agree on one key."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists():
-        fd, tmp = tempfile.mkstemp(prefix=".password-key-", dir=path.parent)  # created 0600
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(Fernet.generate_key())
-                out.flush()
-                os.fsync(out.fileno())
-            with contextlib.suppress(FileExistsError):
-                os.link(tmp, path)
-        finally:
-            os.unlink(tmp)
+        create_once(path, Fernet.generate_key(), ".password-key-")
     key = path.read_bytes().strip()
     _check(key)
     return key

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 PRIVATE_DIR = 0o700
@@ -78,3 +79,20 @@ def private_umask() -> int:
     old = os.umask(0o077)
     os.umask(old | 0o077)
     return old
+
+
+def create_once(path: Path, content: bytes, prefix: str) -> None:
+    """Make `path` hold `content` unless it exists: written whole to a private (0600) temporary file
+    beside it, fsynced and linked into place (atomic, and refused when the name exists), so a process
+    starting at the same moment reads either no file or the whole one, and every process agrees on the
+    first one made. Raises OSError as the writes do."""
+    fd, tmp = tempfile.mkstemp(prefix=prefix, dir=path.parent)  # created 0600
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(content)
+            out.flush()
+            os.fsync(out.fileno())
+        with contextlib.suppress(FileExistsError):
+            os.link(tmp, path)
+    finally:
+        os.unlink(tmp)

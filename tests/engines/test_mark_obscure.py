@@ -346,12 +346,6 @@ def test_the_class_key_obscure(tmp_path: Path) -> None:
                                      "for class forms")
 
 
-WIRED = "obscure" in {f.name for f in dataclasses.fields(JobPolicy)}
-needs_wiring = pytest.mark.skipif(not WIRED, reason="JobPolicy.obscure and the engine's fit_marks call "
-                                  "are not wired yet (the diff for core/policy.py and engines/__init__.py)")
-
-
-@needs_wiring
 @pytest.mark.parametrize("mode", ["vector", "raster"])
 def test_watermark_document_fits_the_footer_and_its_report_proves_it(mode: str, tmp_path: Path) -> None:
     # lossless pages, so the footer's pixels cannot bleed into the line through the encoding
@@ -374,7 +368,6 @@ def test_watermark_document_fits_the_footer_and_its_report_proves_it(mode: str, 
     assert region_changed(bare, render(old, tmp_path, "old"), line) > 50
 
 
-@needs_wiring
 def test_watermark_document_refuses_where_the_class_refuses() -> None:
     policy = policy_of(WatermarkSpec(), FOOTER).evolve(obscure="refuse")
     with pytest.raises(UnsupportedFeature):

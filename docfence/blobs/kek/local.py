@@ -24,7 +24,7 @@ from docfence.blobs.base import NO_SPACE_ERRNOS, os_error
 from docfence.blobs.envelope import DataKey
 from docfence.blobs.kek.base import Context, WrappedKey, context_bytes, generate_by_wrapping
 from docfence.core.errors import BlobIntegrityError, ConfigError
-from docfence.core.private_files import private_dirs
+from docfence.core.private_files import create_once, private_dirs
 
 NAME = "local"
 KEK_FILE = "kek.key"  # in the data folder, beside password.key and signing.key
@@ -168,16 +168,7 @@ def _parse(path: Path, text: bytes) -> dict[str, bytes]:
 def _link_new(path: Path, content: bytes) -> None:
     """Write `content` to a private temporary file and link it to `path`; a file already there (made
     by a process starting at the same moment) wins, so every process agrees on one key."""
-    fd, tmp = tempfile.mkstemp(prefix=".kek-", dir=path.parent)  # created 0600
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(content)
-            out.flush()
-            os.fsync(out.fileno())
-        with contextlib.suppress(FileExistsError):
-            os.link(tmp, path)
-    finally:
-        os.unlink(tmp)
+    create_once(path, content, ".kek-")
     _fsync_dir(path.parent)
 
 
